@@ -1,0 +1,23 @@
+"""User-facing errors: one line that names the bad input; the CLI prints it without a traceback."""
+
+
+class DynragError(Exception):
+    """An error caused by the user's input or environment, with a message fit to show as is."""
+
+
+class DataError(DynragError):
+    """A data file could not be read; the message names the file and, where known, the line."""
+
+    def __init__(self, path: str, message: str, line: int | None = None):
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+        self.path = str(path)
+        self.line = line
+
+
+class IndexError_(DynragError):
+    """A missing, corrupt or incompatible index directory."""
+
+
+class ConfigError(DynragError):
+    """An unknown or invalid option, model spec or method name."""

@@ -1,0 +1,6 @@
+"""Language-model layer: the LanguageModel protocol, Generation records, and `load_lm(spec)`."""
+
+from dynrag.lm.base import Capabilities, Generation, LanguageModel, Prompt, Segment
+from dynrag.lm.loader import describe_specs, load_lm
+
+__all__ = ["Capabilities", "Generation", "LanguageModel", "Prompt", "Segment", "describe_specs", "load_lm"]

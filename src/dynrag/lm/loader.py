@@ -1,0 +1,72 @@
+"""Turn a model spec (`bundled`, `bundled:NAME`, `hf:PATH_OR_ID[#GGUF_FILE]`) into a LanguageModel."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from dynrag.errors import ConfigError, DynragError
+from dynrag.lm.base import LanguageModel
+from dynrag.lm.bundled import BUNDLED_MODELS, DEFAULT_BUNDLED, ensure_converted, resolve_bundled
+
+SPEC_FORMS = (
+    "bundled",
+    *(f"bundled:{name}" for name in BUNDLED_MODELS),
+    "hf:PATH_OR_ID",
+    "hf:PATH#FILE.gguf",
+)
+
+
+def describe_specs() -> str:
+    return ", ".join(SPEC_FORMS)
+
+
+def load_lm(spec: str = "bundled", progress: bool = True) -> LanguageModel:
+    spec = spec.strip()
+    if spec == "bundled" or spec.startswith("bundled:"):
+        name = spec.partition(":")[2] or DEFAULT_BUNDLED
+        model = resolve_bundled(name)
+        return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}")
+    if spec.startswith("hf:"):
+        target, _, gguf_file = spec[3:].partition("#")
+        if not target:
+            raise ConfigError(f"model spec {spec!r} names no path or id; valid forms: {describe_specs()}")
+        if gguf_file:
+            return _load_gguf(Path(target), gguf_file, spec)
+        return _load_hf_dir(target, spec)
+    raise ConfigError(f"unknown model spec {spec!r}; valid forms: {describe_specs()}")
+
+
+def _load_hf_dir(target: str | Path, name: str) -> LanguageModel:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from dynrag.lm.hf import HFLanguageModel
+
+    hf_logging.disable_progress_bar() if not _is_tty() else None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(target)
+        model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
+    except (OSError, ValueError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DynragError(f"cannot load model {name!r}: {first_line}") from exc
+    return HFLanguageModel(model, tokenizer, name=name)
+
+
+def _load_gguf(directory: Path, gguf_file: str, name: str) -> LanguageModel:
+    from dynrag.lm.bundled import BundledModel, convert_gguf, cache_root
+
+    path = directory / gguf_file
+    if not path.is_file():
+        raise DynragError(f"cannot load model {name!r}: no such GGUF file {path}")
+    stat = path.resolve().stat()
+    key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    out = cache_root() / "models" / f"gguf-{path.stem}-{key}"
+    return _load_hf_dir(convert_gguf(path, out), name)
+
+
+def _is_tty() -> bool:
+    import sys
+
+    return sys.stderr.isatty()

@@ -1,0 +1,118 @@
+"""Attention capture and per-token records of HFLanguageModel on tiny random Llama and Gemma 3."""
+
+import numpy as np
+import pytest
+import torch
+
+from dynrag.lm.base import Prompt
+from dynrag.lm.hf import HFLanguageModel
+from tests.tiny_models import tiny_gemma3, tiny_llama, tiny_tokenizer
+
+BUILDERS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
+PROMPT = "the bridge of the town was built in 1887 by the engineer who was born in lyon . question : who built the bridge ? answer :"
+
+
+@pytest.fixture(params=sorted(BUILDERS))
+def pair(request):
+    """(captured LM, eager reference model with identical weights, tokenizer)."""
+    tok = tiny_tokenizer()
+    build = BUILDERS[request.param]
+    lm = HFLanguageModel(build(len(tok), seed=3), tok, name=f"tiny-{request.param}")
+    eager = build(len(tok), seed=3, attn="eager")
+    return lm, eager, tok
+
+
+def test_captured_rows_match_eager_last_layer(pair):
+    lm, eager, _ = pair
+    gen = lm.generate(PROMPT, max_new_tokens=12, capture_attention=True)
+    assert len(gen) == 12 and len(gen.attention) == 12
+    full = torch.tensor([gen.prompt_token_ids + gen.token_ids])
+    with torch.no_grad():
+        reference = eager(full, output_attentions=True).attentions[-1][0].mean(0).numpy()
+    p = gen.prompt_length
+    for k, row in enumerate(gen.attention):
+        assert row.shape == (p + k + 1,)
+        np.testing.assert_allclose(row, reference[p + k, : p + k + 1], atol=1e-5)
+
+
+def test_rows_sum_to_one(pair):
+    lm, _, _ = pair
+    gen = lm.generate(PROMPT, max_new_tokens=10, capture_attention=True)
+    for row in gen.attention:
+        assert abs(float(row.sum()) - 1.0) < 1e-5
+
+
+def test_entropy_and_logprob_equal_direct_computation(pair):
+    lm, eager, _ = pair
+    gen = lm.generate(PROMPT, max_new_tokens=8)
+    full = torch.tensor([gen.prompt_token_ids + gen.token_ids])
+    with torch.no_grad():
+        logits = eager(full).logits[0].double()
+    p = gen.prompt_length
+    for k, token in enumerate(gen.token_ids):
+        log_p = torch.log_softmax(logits[p + k - 1], dim=-1)
+        entropy = float(-(log_p.exp() * log_p).sum())
+        assert gen.entropies[k] == pytest.approx(entropy, abs=1e-4)
+        assert gen.logprobs[k] == pytest.approx(float(log_p[token]), abs=1e-4)
+        assert token == int(torch.argmax(logits[p + k - 1]))  # greedy
+
+
+def test_capture_does_not_change_the_greedy_text(pair):
+    lm, _, _ = pair
+    plain = lm.generate(PROMPT, max_new_tokens=16)
+    captured = lm.generate(PROMPT, max_new_tokens=16, capture_attention=True)
+    assert plain.token_ids == captured.token_ids
+    assert plain.text == captured.text
+    assert plain.attention is None
+
+
+def test_capture_leaves_logits_equal_to_sdpa(pair):
+    lm, _, tok = pair
+    ids = torch.tensor([tok(PROMPT).input_ids])
+    build = tiny_llama if "llama" in lm.name else tiny_gemma3
+    sdpa = build(len(tok), seed=3)
+    with torch.no_grad():
+        expected = sdpa(ids).logits
+        lm._recorder.reset(active=True, all_rows=True)
+        got = lm.model(ids).logits
+        lm._recorder.reset(active=False)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_generated_attention_matrix_is_lower_triangular(pair):
+    lm, _, _ = pair
+    gen = lm.generate(PROMPT, max_new_tokens=6, capture_attention=True)
+    matrix = gen.generated_attention()
+    assert matrix.shape == (6, 6)
+    assert np.all(np.triu(matrix, 1) == 0)
+
+
+def test_attention_over_text_matches_eager(pair):
+    lm, eager, _ = pair
+    ids, matrix = lm.attention_over_text(PROMPT)
+    with torch.no_grad():
+        reference = eager(torch.tensor([ids]), output_attentions=True).attentions[-1][0].mean(0).numpy()
+    np.testing.assert_allclose(matrix, reference, atol=1e-5)
+
+
+def test_segments_map_prompt_positions():
+    tok = tiny_tokenizer()
+    lm = HFLanguageModel(tiny_llama(len(tok)), tok, name="tiny")
+    prompt = Prompt().add("docs", "the river of paris . ").add("question", "who built the bridge ? ")
+    gen = lm.generate(prompt, max_new_tokens=2)
+    words = tok.convert_ids_to_tokens(gen.prompt_token_ids)
+    assert [words[i] for i in gen.segment_positions("question")] == "who built the bridge ?".split()
+    assert [words[i] for i in gen.segment_positions("docs")] == "the river of paris .".split()
+
+
+def test_stop_string_cuts_text_and_tokens_together():
+    tok = tiny_tokenizer()
+    lm = HFLanguageModel(tiny_llama(len(tok), seed=1), tok, name="tiny")
+    free = lm.generate(PROMPT, max_new_tokens=10)
+    assert len(free.pieces) >= 4
+    stop_word = free.pieces[3].strip()
+    stopped = lm.generate(PROMPT, max_new_tokens=10, stop=[stop_word])
+    assert stopped.stop_reason == "stop"
+    assert stop_word not in stopped.text
+    assert stopped.text == "".join(stopped.pieces)
+    assert len(stopped.token_ids) == len(stopped.pieces) == len(stopped.entropies)

@@ -1,0 +1,74 @@
+"""Tiny randomly initialised transformers models and a word-level tokenizer, built offline in ms.
+
+For unit tests of shapes and formulas; integration tests use the bundled model.
+"""
+
+from __future__ import annotations
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)
+
+WORDS = (
+    "the a of in on and to is was by river town bridge built founder born city year "
+    "who which where when what question answer so . , ? : \n paris lyon rhone 1887 engineer "
+    "harbour mill school museum north south east west old new first second"
+).split(" ")
+
+
+def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    vocab = {"<unk>": 0, "<bos>": 1, "<eos>": 2}
+    for word in WORDS:
+        vocab.setdefault(word, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", bos_token="<bos>", eos_token="<eos>"
+    )
+    return fast
+
+
+def tiny_llama(vocab_size: int, seed: int = 0, attn: str = "sdpa") -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,  # grouped-query attention, as in the bundled models
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+        attn_implementation=attn,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def tiny_gemma3(vocab_size: int, seed: int = 0, attn: str = "sdpa") -> Gemma3ForCausalLM:
+    torch.manual_seed(seed)
+    config = Gemma3TextConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        # Short window, so the sliding layers' mask matters for prompts of a dozen tokens.
+        sliding_window=4,
+        layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        attn_implementation=attn,
+    )
+    return Gemma3ForCausalLM(config).eval()
