@@ -1,0 +1,1 @@
+"""Evaluation: answer metrics (and, later, dataset loaders, the resumable runner and reports)."""

@@ -1,0 +1,54 @@
+"""Answer metrics as pure functions: SQuAD normalisation, exact match and token F1 over gold aliases."""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """Lowercase, drop punctuation and the articles a/an/the, collapse whitespace (SQuAD v1.1)."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class TokenScores:
+    f1: float
+    precision: float
+    recall: float
+
+
+def token_scores(prediction: str, gold: str) -> TokenScores:
+    pred_tokens = normalize_answer(prediction).split()
+    gold_tokens = normalize_answer(gold).split()
+    # yes/no/noanswer must match exactly: partial overlap with them means nothing.
+    special = {"yes", "no", "noanswer"}
+    if (" ".join(pred_tokens) in special or " ".join(gold_tokens) in special) and pred_tokens != gold_tokens:
+        return TokenScores(0.0, 0.0, 0.0)
+    common = Counter(pred_tokens) & Counter(gold_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return TokenScores(0.0, 0.0, 0.0)
+    precision = same / len(pred_tokens)
+    recall = same / len(gold_tokens)
+    return TokenScores(2 * precision * recall / (precision + recall), precision, recall)
+
+
+def exact_match(prediction: str, golds: Iterable[str]) -> float:
+    pred = normalize_answer(prediction)
+    return float(any(pred == normalize_answer(g) for g in golds))
+
+
+def best_token_scores(prediction: str, golds: Iterable[str]) -> TokenScores:
+    """The gold answer (or alias) giving the highest F1, with its precision and recall."""
+    scores = [token_scores(prediction, g) for g in golds]
+    return max(scores, key=lambda s: s.f1, default=TokenScores(0.0, 0.0, 0.0))
