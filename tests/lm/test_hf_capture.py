@@ -116,3 +116,21 @@ def test_stop_string_cuts_text_and_tokens_together():
     assert stop_word not in stopped.text
     assert stopped.text == "".join(stopped.pieces)
     assert len(stopped.token_ids) == len(stopped.pieces) == len(stopped.entropies)
+
+
+def test_reusable_prefix_gives_identical_generation(pair):
+    lm, _, _ = pair
+    shared = "the old mill of the town was built in 1887 . the new school was built by the founder . "
+    def prompt(question):
+        return Prompt().add("exemplars", shared).mark_reusable_prefix().add("question", question)
+    questions = ["who built the bridge ? answer :", "where was the engineer born ? answer :"]
+    with_cache = [lm.generate(prompt(q), 8, capture_attention=True) for q in questions]
+    assert lm._cached_prefix is not None
+    lm._cached_prefix = None
+    without = [lm.generate(Prompt().add("exemplars", shared).add("question", q), 8, capture_attention=True)
+               for q in questions]
+    for a, b in zip(with_cache, without):
+        assert a.token_ids == b.token_ids
+        np.testing.assert_allclose(a.entropies, b.entropies, atol=1e-4)
+        for ra, rb in zip(a.attention, b.attention):
+            np.testing.assert_allclose(ra, rb, atol=1e-5)

@@ -27,12 +27,19 @@ class Prompt:
 
     text: str = ""
     segments: list[Segment] = field(default_factory=list)
+    # Text before this char offset is shared by many prompts (instruction and exemplars); a model
+    # may keep its key/value cache and skip recomputing it.
+    reusable_prefix: int = 0
 
     def add(self, name: str, text: str) -> "Prompt":
         start = len(self.text)
         self.text += text
         if text:
             self.segments.append(Segment(name, start, len(self.text)))
+        return self
+
+    def mark_reusable_prefix(self) -> "Prompt":
+        self.reusable_prefix = len(self.text)
         return self
 
     @classmethod

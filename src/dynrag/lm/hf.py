@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Sequence
 
 import numpy as np
@@ -26,6 +27,7 @@ class HFLanguageModel:
         self.tokenizer = tokenizer
         self.name = name
         self._recorder = install_recorder(self.model)
+        self._cached_prefix: tuple[tuple[int, ...], DynamicCache] | None = None
         eos = getattr(model.generation_config, "eos_token_id", None)
         if eos is None:
             eos = tokenizer.eos_token_id
@@ -53,6 +55,27 @@ class HFLanguageModel:
         )
         return list(enc.input_ids), [tuple(o) for o in enc.offset_mapping]
 
+    def _prefix_cache(
+        self, prompt: Prompt, prompt_ids: list[int], offsets: list[tuple[int, int]]
+    ) -> tuple[DynamicCache, int]:
+        """A cache already holding the prompt's reusable prefix, and how many tokens it covers.
+
+        The prefix (instruction and exemplars) is the same for every call of a method, and often
+        most of the prompt; computing it once saves most of the prefill. Reused caches are copies,
+        because decoding appends to them (and sliding-window layers cannot be cropped back).
+        """
+        n = 0
+        while n < len(prompt_ids) - 1 and offsets[n][1] <= prompt.reusable_prefix:
+            n += 1
+        if n < 8:
+            return DynamicCache(config=self.model.config), 0
+        key = tuple(prompt_ids[:n])
+        if self._cached_prefix is None or self._cached_prefix[0] != key:
+            cache = DynamicCache(config=self.model.config)
+            self.model(input_ids=torch.tensor([list(key)], device=self.model.device), cache=cache, use_cache=True)
+            self._cached_prefix = (key, cache)
+        return copy.deepcopy(self._cached_prefix[1]), n
+
     def _piece(self, ids: list[int], k: int) -> str:
         left = max(0, k - _DECODE_CONTEXT)
         before = self.tokenizer.decode(ids[left:k], skip_special_tokens=False)
@@ -72,10 +95,10 @@ class HFLanguageModel:
         recorder = self._recorder
         # Prefill rows are not needed: each generated token's row is recorded when it is fed back.
         recorder.reset(active=False)
-        cache = DynamicCache(config=self.model.config)
         device = self.model.device
+        cache, done = self._prefix_cache(prompt, prompt_ids, offsets)
         logits = self.model(
-            input_ids=torch.tensor([prompt_ids], device=device), cache=cache, use_cache=True
+            input_ids=torch.tensor([prompt_ids[done:]], device=device), cache=cache, use_cache=True
         ).logits[0, -1]
         recorder.reset(active=capture_attention)
 

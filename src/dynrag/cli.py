@@ -1,0 +1,130 @@
+"""The `dynrag` command line: demo, index, ask."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
+
+import typer
+from rich.console import Console
+
+from dynrag.errors import DynragError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Dynamic retrieval-augmented generation.")
+console = Console()
+err_console = Console(stderr=True)
+_state = {"debug": False}
+
+
+@app.callback()
+def main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
+    _state["debug"] = debug
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Show a DynragError as one line and exit 1; tracebacks only with --debug."""
+    try:
+        yield
+    except DynragError as exc:
+        if _state["debug"]:
+            raise
+        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        err_console.print("[red]interrupted[/red]")
+        raise typer.Exit(130)
+
+
+def _load_lm_with_status(spec: str):
+    from dynrag.lm import load_lm
+
+    with err_console.status(f"loading model {spec} ..."):
+        return load_lm(spec)
+
+
+def write_json_atomic(path: Path, data: object) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False, indent=2)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@app.command()
+def index(
+    source: Path = typer.Argument(..., help="JSONL {id,title,text}, DPR-style TSV, or a folder of .txt/.md"),
+    out: Path = typer.Option(..., "--out", help="Index directory to write (replaced atomically)."),
+    chunk: str = typer.Option("none", "--chunk", help="none | tokens:SIZE:OVERLAP | sentences:N:OVERLAP"),
+) -> None:
+    """Build a BM25 index from a corpus."""
+    with user_errors():
+        from dynrag.corpus import read_passages
+        from dynrag.retrieval.bm25 import BM25Index
+        from dynrag.text.chunking import parse_chunk_spec
+
+        spec = parse_chunk_spec(chunk)
+        manifest = BM25Index.build(read_passages(source), out, progress=True, chunk=spec)
+        console.print(f"indexed {manifest['passage_count']} passages into {out}")
+
+
+@app.command()
+def ask(
+    question: str = typer.Argument(..., help="The question to answer."),
+    index_dir: Optional[Path] = typer.Option(None, "--index", help="BM25 index directory (dynrag index)."),
+    method: str = typer.Option("single", "--method", help="Answering method."),
+    model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+    option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
+    exemplars: str = typer.Option("default", "--exemplars", help="Few-shot exemplar style (dataset name)."),
+    trace: Optional[Path] = typer.Option(None, "--trace", help="Write the full trace JSON here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the trace JSON instead of the rendering."),
+) -> None:
+    """Answer one question with a method over an index."""
+    with user_errors():
+        from dynrag.methods.prompting import PromptBuilder
+        from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_option_pairs, parse_options
+        from dynrag.render import render_answer
+        from dynrag.retrieval.bm25 import BM25Index
+
+        if not question.strip():
+            raise DynragError("the question is empty; pass a question to answer")
+        options = parse_options(method, parse_option_pairs(option))  # fail before loading anything
+        builder = PromptBuilder.for_dataset(exemplars)
+        if index_dir is None and method not in NO_RETRIEVAL:
+            raise DynragError(f"method {method!r} retrieves: pass --index DIR (build one with `dynrag index`)")
+        retriever = BM25Index.load(index_dir) if index_dir is not None else None
+        lm = _load_lm_with_status(model)
+        answer = build_method(method, lm, retriever, options, builder).answer(question)
+        data = answer.to_dict()
+        if trace is not None:
+            write_json_atomic(trace, data)
+        if as_json:
+            sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        else:
+            render_answer(console, answer)
+
+
+@app.command()
+def demo(
+    model: str = typer.Option("bundled", "--model", help="Model spec."),
+    limit: int = typer.Option(0, "--limit", help="Answer only the first N demo questions (0 = all)."),
+) -> None:
+    """Build the demo index (first run) and answer the demo questions with and without retrieval."""
+    with user_errors():
+        from dynrag.demo import run_demo
+
+        run_demo(console, model_spec=model, limit=limit or None)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

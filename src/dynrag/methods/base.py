@@ -1,0 +1,94 @@
+"""What every method shares: the Method protocol, its options base class, and the answer trace."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from dynrag.retrieval.base import Hit
+
+
+class MethodOptions(BaseModel):
+    """Base for each method's options; unknown keys are errors, values are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    max_new_tokens: int = 128
+    k: int = 3  # passages per retrieval
+
+
+@dataclass
+class Retrieval:
+    query: str
+    hits: list[Hit]
+    # Generated tokens kept before this retrieval fired (0 for retrieval before generation).
+    position: int = 0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "position": self.position,
+            "reason": self.reason,
+            "hits": [h.to_dict() for h in self.hits],
+        }
+
+
+@dataclass
+class Step:
+    """One generation call: what was generated, what was kept, and the per-word signals behind it."""
+
+    kind: str  # e.g. "generate", "finish", "tentative"
+    text: str
+    kept_text: str
+    generated_tokens: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Trace:
+    question: str
+    method: str
+    model: str
+    options: dict[str, Any] = field(default_factory=dict)
+    steps: list[Step] = field(default_factory=list)
+    retrievals: list[Retrieval] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(s.generated_tokens for s in self.steps)
+
+
+@dataclass
+class Answer:
+    text: str  # the full generated answer (reasoning and answer phrase)
+    final_answer: str  # the extracted short answer
+    trace: Trace
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.trace
+        return {
+            "question": t.question,
+            "method": t.method,
+            "model": t.model,
+            "options": t.options,
+            "answer": self.text,
+            "final_answer": self.final_answer,
+            "retrievals": [r.to_dict() for r in t.retrievals],
+            "generated_tokens": t.generated_tokens,
+            "seconds": round(t.seconds, 3),
+            "steps": [s.to_dict() for s in t.steps],
+        }
+
+
+@runtime_checkable
+class Method(Protocol):
+    name: ClassVar[str]
+
+    def answer(self, question: str) -> Answer: ...
