@@ -17,18 +17,19 @@ from transformers import (
 
 WORDS = (
     "the a of in on and to is was by river town bridge built founder born city year "
-    "who which where when what question answer so . , ? : \n paris lyon rhone 1887 engineer "
+    "who which where when what question answer so . , ? : paris lyon rhone 1887 engineer "
     "harbour mill school museum north south east west old new first second"
 ).split(" ")
 
 
 def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    """Word-level, SentencePiece-style: every word is one token carrying a leading '▁'."""
     vocab = {"<unk>": 0, "<bos>": 1, "<eos>": 2}
     for word in WORDS:
-        vocab.setdefault(word, len(vocab))
+        vocab.setdefault("▁" + word, len(vocab))
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="<unk>", bos_token="<bos>", eos_token="<eos>"
     )

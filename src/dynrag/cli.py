@@ -126,5 +126,20 @@ def demo(
         run_demo(console, model_spec=model, limit=limit or None)
 
 
+def _register_subcommands() -> None:
+    """Command groups that live in their own modules add themselves to the app here."""
+    import importlib
+
+    for module in ("dynrag.eval.cli",):
+        try:
+            importlib.import_module(module).register(app, user_errors)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+
+
+_register_subcommands()
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

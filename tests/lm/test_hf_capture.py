@@ -98,9 +98,9 @@ def test_attention_over_text_matches_eager(pair):
 def test_segments_map_prompt_positions():
     tok = tiny_tokenizer()
     lm = HFLanguageModel(tiny_llama(len(tok)), tok, name="tiny")
-    prompt = Prompt().add("docs", "the river of paris . ").add("question", "who built the bridge ? ")
+    prompt = Prompt().add("docs", "the river of paris . ").add("question", "who built the bridge ?")
     gen = lm.generate(prompt, max_new_tokens=2)
-    words = tok.convert_ids_to_tokens(gen.prompt_token_ids)
+    words = [w.lstrip("▁") for w in tok.convert_ids_to_tokens(gen.prompt_token_ids)]
     assert [words[i] for i in gen.segment_positions("question")] == "who built the bridge ?".split()
     assert [words[i] for i in gen.segment_positions("docs")] == "the river of paris .".split()
 
@@ -134,3 +134,38 @@ def test_reusable_prefix_gives_identical_generation(pair):
         np.testing.assert_allclose(a.entropies, b.entropies, atol=1e-4)
         for ra, rb in zip(a.attention, b.attention):
             np.testing.assert_allclose(ra, rb, atol=1e-5)
+
+
+def test_stop_after_keeps_the_match_and_counts_the_trimmed_token():
+    tok = tiny_tokenizer()
+    lm = HFLanguageModel(tiny_llama(len(tok), seed=1), tok, name="tiny")
+    free = lm.generate(PROMPT, max_new_tokens=10)
+    word = free.pieces[2].strip()
+    stopped = lm.generate(PROMPT, max_new_tokens=10, stop_after=[word + " "])
+    assert stopped.stop_reason == "stop_after"
+    assert stopped.text == "".join(free.pieces[:3])  # through the match, its trailing space dropped
+    assert stopped.decoded_tokens == 4 and len(stopped) == 3
+
+
+def test_stop_when_sees_state_and_stops():
+    tok = tiny_tokenizer()
+    lm = HFLanguageModel(tiny_llama(len(tok), seed=1), tok, name="tiny")
+    seen = []
+    def after_five(state):
+        seen.append((len(state.token_ids), len(state.attention_rows)))
+        return len(state.token_ids) == 5
+    gen = lm.generate(PROMPT, max_new_tokens=10, capture_attention=True, stop_when=after_five)
+    assert len(gen) == 5 and gen.stop_reason == "callback" and len(gen.attention) == 5
+    # The newest token's row arrives only when it is fed back.
+    assert seen[-1] == (5, 4)
+
+
+def test_attention_pass_per_head_matches_eager(pair):
+    lm, eager, tok = pair
+    ids = tok(PROMPT, add_special_tokens=False).input_ids
+    heads = lm.attention_pass(ids, per_head=True)
+    mean = lm.attention_pass(ids)
+    with torch.no_grad():
+        reference = eager(torch.tensor([[tok.bos_token_id] + ids]), output_attentions=True).attentions[-1][0]
+    np.testing.assert_allclose(heads, reference[:, 1:, 1:].numpy(), atol=1e-5)
+    np.testing.assert_allclose(mean, reference.mean(0)[1:, 1:].numpy(), atol=1e-5)

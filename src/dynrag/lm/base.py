@@ -9,7 +9,7 @@ attention row it paid to every earlier position. Prompt positions map back to na
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -47,7 +47,9 @@ class Prompt:
         return prompt if isinstance(prompt, Prompt) else cls().add("prompt", prompt)
 
 
-StopReason = Literal["eos", "stop", "length"]
+# eos: end-of-sequence token; stop: a `stop` string (cut off); stop_after: a `stop_after` string
+# (kept); callback: `stop_when` said so; length: the token limit.
+StopReason = Literal["eos", "stop", "stop_after", "callback", "length"]
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Generation:
     prompt_token_ids: list[int]
     # (start, end) char span in prompt.text of each prompt token; special tokens get (0, 0).
     prompt_offsets: list[tuple[int, int]]
+    prompt_raw_tokens: list[str]
     token_ids: list[int]
     pieces: list[str]  # decoded text each token added
     raw_tokens: list[str]  # tokenizer vocabulary strings (with ▁ / Ġ markers), for word merging
@@ -65,6 +68,8 @@ class Generation:
     # 0..prompt_len+k (itself last); None when capture was not asked for.
     attention: list[np.ndarray] | None
     stop_reason: StopReason
+    # Tokens decoded, including any trimmed off after a stop string; len(token_ids) are kept.
+    decoded_tokens: int = 0
 
     @property
     def text(self) -> str:
@@ -78,12 +83,16 @@ class Generation:
         return len(self.token_ids)
 
     def segment_positions(self, *names: str) -> np.ndarray:
-        """Prompt token positions whose text lies (at least partly) in the named segments."""
+        """Prompt token positions belonging to the named segments.
+
+        A token belongs to the segment holding its last character, so a token that carries the
+        space before a word ("▁who") goes with the word, not with the text before it.
+        """
         spans = [(s.start, s.end) for s in self.prompt.segments if s.name in names]
         positions = [
             i
             for i, (a, b) in enumerate(self.prompt_offsets)
-            if b > a and any(a < end and b > start for start, end in spans)
+            if b > a and any(start <= b - 1 < end for start, end in spans)
         ]
         return np.asarray(positions, dtype=np.int64)
 
@@ -115,6 +124,8 @@ class LanguageModel(Protocol):
         max_new_tokens: int,
         stop: Sequence[str] = (),
         capture_attention: bool = False,
+        stop_after: Sequence[str] = (),
+        stop_when: Callable[[Any], bool] | None = None,
     ) -> Generation: ...
 
     def count_tokens(self, text: str) -> int: ...

@@ -26,10 +26,11 @@ class AttentionRecorder:
     # When False only the newest query row of each forward call is kept (decoding); when True every
     # query row of the call is kept (used for a pass over a whole text).
     all_rows: bool = False
+    per_head: bool = False  # keep (heads, kv) rows instead of the mean over heads
     rows: list[np.ndarray] = field(default_factory=list)
 
-    def reset(self, active: bool, all_rows: bool = False) -> None:
-        self.active, self.all_rows, self.rows = active, all_rows, []
+    def reset(self, active: bool, all_rows: bool = False, per_head: bool = False) -> None:
+        self.active, self.all_rows, self.per_head, self.rows = active, all_rows, per_head, []
 
 
 def attention_probabilities(
@@ -39,8 +40,10 @@ def attention_probabilities(
     attention_mask: torch.Tensor | None,
     scaling: float | None,
     softcap: float | None = None,
+    per_head: bool = False,
 ) -> torch.Tensor:
-    """Softmax attention (batch 0, mean over heads) for the given query rows: (q_len, kv_len)."""
+    """Softmax attention of batch 0 for the given query rows: mean over heads (q_len, kv_len), or
+    with `per_head` (q_len, heads, kv_len)."""
     key = repeat_kv(key, getattr(module, "num_key_value_groups", 1))
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
@@ -59,7 +62,8 @@ def attention_probabilities(
             scores = scores.masked_fill(~mask, float("-inf"))
         else:
             scores = scores + mask.float()
-    return torch.softmax(scores, dim=-1).mean(dim=1)[0]
+    probs = torch.softmax(scores, dim=-1)[0]
+    return probs.transpose(0, 1) if per_head else probs.mean(dim=0)
 
 
 def capture_attention_forward(module, query, key, value, attention_mask, scaling=None, **kwargs):
@@ -68,10 +72,10 @@ def capture_attention_forward(module, query, key, value, attention_mask, scaling
     if recorder is not None and recorder.active:
         rows_query = query if recorder.all_rows else query[:, :, -1:, :]
         probs = attention_probabilities(
-            module, rows_query, key, attention_mask, scaling, kwargs.get("softcap")
+            module, rows_query, key, attention_mask, scaling, kwargs.get("softcap"), recorder.per_head
         )
-        recorder.rows.extend(row[: key.shape[2] - probs.shape[0] + i + 1].numpy().copy()
-                             for i, row in enumerate(probs))
+        first = key.shape[2] - probs.shape[0]  # absolute position of the first query row
+        recorder.rows.extend(row[..., : first + i + 1].numpy().copy() for i, row in enumerate(probs))
     return output
 
 

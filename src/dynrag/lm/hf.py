@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -15,6 +16,23 @@ from dynrag.lm.capture import install_recorder
 # Pieces are decoded with a few tokens of left context so multi-byte characters and
 # SentencePiece's leading-space handling come out right.
 _DECODE_CONTEXT = 4
+
+
+@dataclass
+class DecodeState:
+    """What has been decoded so far, shared (not copied) with a `stop_when` callback."""
+
+    prompt_length: int
+    token_ids: list[int]
+    pieces: list[str]
+    logprobs: list[float]
+    entropies: list[float]
+    # Attention rows of tokens already fed back (the newest token has none yet).
+    attention_rows: list[np.ndarray]
+    raw_tokens: list[str]
+
+
+StopWhen = Callable[[DecodeState], bool]
 
 
 class HFLanguageModel:
@@ -76,11 +94,11 @@ class HFLanguageModel:
             self._cached_prefix = (key, cache)
         return copy.deepcopy(self._cached_prefix[1]), n
 
-    def _piece(self, ids: list[int], k: int) -> str:
-        left = max(0, k - _DECODE_CONTEXT)
-        before = self.tokenizer.decode(ids[left:k], skip_special_tokens=False)
-        through = self.tokenizer.decode(ids[left : k + 1], skip_special_tokens=False)
-        return through[len(before) :] if through.startswith(before) else self.tokenizer.decode(ids[k])
+    def _piece(self, window: list[int]) -> str:
+        """Text the last token of `window` adds, decoded after the tokens before it."""
+        before = self.tokenizer.decode(window[:-1], skip_special_tokens=False)
+        through = self.tokenizer.decode(window, skip_special_tokens=False)
+        return through[len(before) :] if through.startswith(before) else self.tokenizer.decode(window[-1:])
 
     @torch.inference_mode()
     def generate(
@@ -89,6 +107,8 @@ class HFLanguageModel:
         max_new_tokens: int,
         stop: Sequence[str] = (),
         capture_attention: bool = False,
+        stop_after: Sequence[str] = (),
+        stop_when: StopWhen | None = None,
     ) -> Generation:
         prompt = Prompt.of(prompt)
         prompt_ids, offsets = self._encode_prompt(prompt)
@@ -102,13 +122,13 @@ class HFLanguageModel:
         ).logits[0, -1]
         recorder.reset(active=capture_attention)
 
-        ids: list[int] = []
-        pieces: list[str] = []
-        logprobs: list[float] = []
-        entropies: list[float] = []
+        state = DecodeState(len(prompt_ids), [], [], [], [], recorder.rows, [])
+        ids, pieces, logprobs, entropies = state.token_ids, state.pieces, state.logprobs, state.entropies
         text = ""
         stop_reason = "length"
+        decoded = 0  # counts tokens later trimmed away too: the cost of a stop string
         for _ in range(max_new_tokens):
+            decoded += 1
             log_p = torch.log_softmax(logits.float(), dim=-1)
             token = int(torch.argmax(log_p))
             entropies.append(float(-(log_p.exp() * log_p).nan_to_num().sum()))
@@ -118,13 +138,20 @@ class HFLanguageModel:
                 pieces.append("")
                 stop_reason = "eos"
                 break
-            piece = self._piece(ids, len(ids) - 1)
+            piece = self._piece(prompt_ids[-_DECODE_CONTEXT:] + ids[-_DECODE_CONTEXT - 1 :])
             pieces.append(piece)
+            if stop_when is not None:
+                state.raw_tokens.append(self.tokenizer.convert_ids_to_tokens(token))
             text += piece
-            cut = _stop_position(text, stop, len(piece))
+            cut, stop_reason = _stop_position(text, stop, len(piece)), "stop"
+            if cut is None:
+                cut, stop_reason = _stop_after_position(text, stop_after, len(piece)), "stop_after"
             if cut is not None:
                 _trim_to(cut, ids, pieces, logprobs, entropies)
-                stop_reason = "stop"
+                break
+            stop_reason = "length"
+            if stop_when is not None and stop_when(state):
+                stop_reason = "callback"
                 break
             if len(ids) == max_new_tokens:
                 break
@@ -136,18 +163,15 @@ class HFLanguageModel:
             rows = recorder.rows[: len(ids)]
             if len(rows) < len(ids):
                 # The newest token was never fed back; one more decode step yields its row.
-                self.model(
-                    input_ids=torch.tensor([[ids[-1]]], device=device),
-                    cache=cache,
-                    use_cache=True,
-                )
-                rows = recorder.rows
+                self.model(input_ids=torch.tensor([[ids[-1]]], device=device), cache=cache, use_cache=True)
+                rows = recorder.rows[: len(ids)]
             attention = rows
         recorder.reset(active=False)
         return Generation(
             prompt=prompt,
             prompt_token_ids=prompt_ids,
             prompt_offsets=offsets,
+            prompt_raw_tokens=self.tokenizer.convert_ids_to_tokens(prompt_ids),
             token_ids=ids,
             pieces=pieces,
             raw_tokens=self.tokenizer.convert_ids_to_tokens(ids),
@@ -155,24 +179,51 @@ class HFLanguageModel:
             entropies=np.asarray(entropies, dtype=np.float32),
             attention=attention,
             stop_reason=stop_reason,
+            decoded_tokens=decoded,
         )
 
     @torch.inference_mode()
-    def attention_over_text(self, text: str) -> tuple[list[int], np.ndarray]:
-        """One forward pass over `text`: its token ids and the (T, T) last-layer attention matrix.
+    def attention_pass(self, token_ids: list[int], per_head: bool = False) -> np.ndarray:
+        """One forward pass over `token_ids` alone: last-layer attention, (T, T) or (heads, T, T).
 
-        Only the `reference` DRAGIN variant needs this extra pass; decoding never does.
+        A BOS token is put in front when the tokenizer has one (and dropped from the result), as a
+        fresh pass over a text would have. Only the `reference` DRAGIN variant needs this extra
+        pass; decoding never does.
         """
-        ids = self.tokenizer(text, add_special_tokens=True).input_ids
-        self._recorder.reset(active=True, all_rows=True)
+        bos = self.tokenizer.bos_token_id
+        ids = ([bos] if bos is not None else []) + list(token_ids)
+        self._recorder.reset(active=True, all_rows=True, per_head=per_head)
         try:
             self.model(input_ids=torch.tensor([ids], device=self.model.device), use_cache=False)
             rows = self._recorder.rows
         finally:
             self._recorder.reset(active=False)
+        skip = len(ids) - len(token_ids)
+        t = len(ids)
+        if per_head:
+            heads = rows[0].shape[0]
+            matrix = np.zeros((heads, t, t), dtype=np.float32)
+            for i, row in enumerate(rows):
+                matrix[:, i, : row.shape[-1]] = row
+            return matrix[:, skip:, skip:]
+        matrix = np.zeros((t, t), dtype=np.float32)
+        for i, row in enumerate(rows):
+            matrix[i, : len(row)] = row
+        return matrix[skip:, skip:]
+
+    def attention_over_text(self, text: str) -> tuple[list[int], np.ndarray]:
+        """Token ids of `text` (with BOS) and the (T, T) last-layer attention of one pass over them."""
+        ids = self.tokenizer(text, add_special_tokens=True).input_ids
+        self._recorder.reset(active=True, all_rows=True)
+        try:
+            with torch.inference_mode():
+                self.model(input_ids=torch.tensor([ids], device=self.model.device), use_cache=False)
+            rows = self._recorder.rows
+        finally:
+            self._recorder.reset(active=False)
         matrix = np.zeros((len(ids), len(ids)), dtype=np.float32)
-        for t, row in enumerate(rows):
-            matrix[t, : len(row)] = row
+        for i, row in enumerate(rows):
+            matrix[i, : len(row)] = row
         return ids, matrix
 
 
@@ -188,8 +239,25 @@ def _stop_position(text: str, stop: Sequence[str], last_piece_len: int) -> int |
     return best
 
 
+def _stop_after_position(text: str, stop_after: Sequence[str], last_piece_len: int) -> int | None:
+    """Char position just after the earliest `stop_after` match, not counting its trailing spaces.
+
+    ". " ends a sentence only once the next token shows the space, so "1.5" and "Dr. X" need care
+    from callers; the token that revealed the end is then trimmed away.
+    """
+    best = None
+    for s in stop_after:
+        if not s:
+            continue
+        at = text.find(s, max(0, len(text) - last_piece_len - len(s) + 1))
+        if at >= 0:
+            end = at + len(s.rstrip()) if s.strip() else at + len(s)
+            best = end if best is None else min(best, end)
+    return best
+
+
 def _trim_to(cut: int, ids: list, pieces: list, logprobs: list, entropies: list) -> None:
-    """Drop the tokens that reach into the stop string, so text and tokens stay in step."""
+    """Drop the tokens that reach past `cut`, so text and tokens stay in step."""
     total = 0
     keep = 0
     for piece in pieces:

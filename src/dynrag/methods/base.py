@@ -43,8 +43,13 @@ class Step:
     kind: str  # e.g. "generate", "finish", "tentative"
     text: str
     kept_text: str
-    generated_tokens: int
+    generated_tokens: int  # decoded, including tokens later thrown away
+    kept_tokens: int | None = None  # None: all of them were kept
     details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kept_tokens is None:
+            self.kept_tokens = self.generated_tokens
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +69,10 @@ class Trace:
     def generated_tokens(self) -> int:
         return sum(s.generated_tokens for s in self.steps)
 
+    @property
+    def kept_tokens(self) -> int:
+        return sum(s.kept_tokens or 0 for s in self.steps)
+
 
 @dataclass
 class Answer:
@@ -82,6 +91,7 @@ class Answer:
             "final_answer": self.final_answer,
             "retrievals": [r.to_dict() for r in t.retrievals],
             "generated_tokens": t.generated_tokens,
+            "kept_tokens": t.kept_tokens,
             "seconds": round(t.seconds, 3),
             "steps": [s.to_dict() for s in t.steps],
         }

@@ -10,11 +10,16 @@ from dynrag.errors import ConfigError
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.base import Method, MethodOptions
 from dynrag.methods.direct import Direct
+from dynrag.methods.dragin import Dragin
+from dynrag.methods.fixed import FixedLength, FixedSentence
+from dynrag.methods.flare import Flare
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.single import Single
 from dynrag.retrieval.base import Retriever
 
-METHODS: dict[str, type] = {cls.name: cls for cls in (Direct, Single)}
+METHODS: dict[str, type] = {
+    cls.name: cls for cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin)
+}
 
 # Methods that never search; every other method needs a retriever.
 NO_RETRIEVAL = {"direct"}

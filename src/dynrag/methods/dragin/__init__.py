@@ -21,3 +21,5 @@ __all__ = [
     "word_attention",
     "word_entropy",
 ]
+
+from dynrag.methods.dragin.method import Dragin, DraginOptions  # noqa: E402  (after the formulas it uses)

@@ -1,0 +1,55 @@
+"""Fixed-schedule baselines: retrieve every n tokens (fixed_length) or every sentence (fixed_sentence)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from dynrag.methods.base import Answer
+from dynrag.methods.iterative import SENTENCE_ENDS, IterativeMethod, IterativeOptions
+
+
+class FixedLengthOptions(IterativeOptions):
+    n: int = Field(16, ge=1, description="tokens generated between retrievals; the query is those tokens")
+
+
+class FixedLength(IterativeMethod):
+    """FL-RAG: generate n tokens, retrieve with them, continue with the new documents."""
+
+    name: ClassVar[str] = "fixed_length"
+    Options: ClassVar[type] = FixedLengthOptions
+
+    def answer(self, question: str) -> Answer:
+        state = self.start(question)
+        while not self.done(state):
+            gen = self.generate(state, self.options.n)
+            kept = self.keep(state, gen)
+            if gen.stop_reason != "length" or self.done(state):
+                break
+            if self.can_retrieve(state):
+                self.retrieve(state, kept, reason=f"every {self.options.n} tokens")
+        return self.finish(state)
+
+
+class FixedSentenceOptions(IterativeOptions):
+    max_sentence_tokens: int = Field(48, ge=4, description="longest sentence decoded in one step")
+
+
+class FixedSentence(IterativeMethod):
+    """FS-RAG: generate one sentence, retrieve with it, write the next sentence with the new documents."""
+
+    name: ClassVar[str] = "fixed_sentence"
+    Options: ClassVar[type] = FixedSentenceOptions
+
+    def answer(self, question: str) -> Answer:
+        state = self.start(question)
+        while not self.done(state):
+            gen = self.generate(state, self.options.max_sentence_tokens, stop_after=SENTENCE_ENDS)
+            sentence = self.keep(state, gen)
+            # Only a finished sentence continues the loop; a line end or EOS ends the answer.
+            if gen.stop_reason not in ("stop_after", "length") or self.done(state):
+                break
+            if self.can_retrieve(state) and sentence.strip():
+                self.retrieve(state, sentence, reason="after a sentence")
+        return self.finish(state)

@@ -1,0 +1,112 @@
+"""Shared machinery of the methods that interleave generation and retrieval.
+
+Each method owns its loop (when to stop decoding, when to retrieve, what to ask); this module holds
+what the loops share: the answer written so far, the current documents (each retrieval replaces
+them), the token and retrieval budgets, and how a finished answer is produced.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from dynrag.lm.base import Generation, LanguageModel
+from dynrag.methods.answering import complete_answer
+from dynrag.methods.base import Answer, MethodOptions, Retrieval, Step, Trace
+from dynrag.methods.direct import require_question
+from dynrag.methods.prompting import ANSWER_STOPS, PromptBuilder, has_complete_answer
+from dynrag.retrieval.base import Hit, Retriever
+
+# A sentence ends at one of these; the trailing space is only seen when the next token arrives.
+SENTENCE_ENDS = (". ", "? ", "! ")
+
+
+class IterativeOptions(MethodOptions):
+    max_new_tokens: int = Field(128, ge=1, description="budget of kept answer tokens")
+    max_retrievals: int = Field(5, ge=0, description="hard cap on retrievals per question")
+    max_steps: int = Field(24, ge=1, description="hard cap on generation calls per question")
+
+
+@dataclass
+class LoopState:
+    question: str
+    trace: Trace
+    started: float
+    answer: str = ""  # the kept continuation after "Answer:", exactly as generated
+    hits: list[Hit] = field(default_factory=list)
+    kept_tokens: int = 0
+    steps: int = 0
+    stalled: int = 0  # consecutive steps that kept nothing
+
+
+class IterativeMethod:
+    name: ClassVar[str] = "iterative"
+    Options: ClassVar[type[MethodOptions]] = IterativeOptions
+
+    def __init__(self, lm: LanguageModel, builder: PromptBuilder, options: Any, retriever: Retriever):
+        self.lm, self.builder, self.options, self.retriever = lm, builder, options, retriever
+
+    # -- loop pieces ---------------------------------------------------------------------
+
+    def start(self, question: str) -> LoopState:
+        question = require_question(question)
+        trace = Trace(question, self.name, self.lm.name, self.options.model_dump())
+        return LoopState(question=question, trace=trace, started=time.perf_counter())
+
+    def remaining_tokens(self, state: LoopState) -> int:
+        return max(0, self.options.max_new_tokens - state.kept_tokens)
+
+    def can_retrieve(self, state: LoopState) -> bool:
+        return len(state.trace.retrievals) < self.options.max_retrievals
+
+    def done(self, state: LoopState) -> bool:
+        return (
+            has_complete_answer(state.answer, self.builder.answer_phrase)
+            or self.remaining_tokens(state) == 0
+            or state.steps >= self.options.max_steps
+            or state.stalled >= 2
+        )
+
+    def generate(self, state: LoopState, max_tokens: int, **kwargs: Any) -> Generation:
+        prompt = self.builder.build(state.question, state.hits or None, state.answer)
+        state.steps += 1
+        return self.lm.generate(prompt, max(1, min(max_tokens, self.remaining_tokens(state))),
+                                stop=ANSWER_STOPS, **kwargs)
+
+    def keep(self, state: LoopState, gen: Generation, n_tokens: int | None = None,
+             kind: str = "generate", details: dict[str, Any] | None = None) -> str:
+        """Append the first `n_tokens` generated tokens (all by default) to the answer."""
+        n = len(gen) if n_tokens is None else n_tokens
+        kept = "".join(gen.pieces[:n])
+        if not state.answer:
+            kept = kept.lstrip()
+        state.answer += kept
+        state.kept_tokens += n
+        state.stalled = state.stalled + 1 if n == 0 else 0
+        state.trace.steps.append(
+            Step(kind, gen.text, kept, gen.decoded_tokens or len(gen), n, details or {})
+        )
+        return kept
+
+    def retrieve(self, state: LoopState, query: str, reason: str) -> list[Hit]:
+        query = " ".join(query.split())
+        hits = self.retriever.search(query, self.options.k) if query else []
+        state.trace.retrievals.append(Retrieval(query, hits, position=state.kept_tokens, reason=reason))
+        # New documents replace the old ones (DESIGN §5); an empty result keeps what we had.
+        if hits:
+            state.hits = hits
+        return hits
+
+    def finish(self, state: LoopState) -> Answer:
+        answer = complete_answer(
+            self.lm, self.builder, state.trace, state.question, state.hits or None, state.answer
+        )
+        state.trace.seconds = time.perf_counter() - state.started
+        return answer
+
+
+def ends_sentence(piece: str) -> bool:
+    return any(ch in piece for ch in ".?!\n")

@@ -1,0 +1,124 @@
+"""Mechanics of the interleaved methods on a tiny random model and a real BM25 index (fast)."""
+
+import numpy as np
+import pytest
+import torch
+
+from dynrag.corpus.passage import Passage
+from dynrag.errors import ConfigError
+from dynrag.lm.hf import HFLanguageModel
+from dynrag.methods.flare import masked_query
+from dynrag.methods.prompting import PromptBuilder
+from dynrag.methods.registry import build_method, parse_options
+from dynrag.retrieval.bm25 import BM25Index
+from tests.tiny_models import tiny_llama, tiny_tokenizer
+
+QUESTION = "who built the bridge of the town ?"
+
+
+@pytest.fixture(scope="module")
+def lm():
+    tok = tiny_tokenizer()
+    model = tiny_llama(len(tok), seed=5)
+    # The prompt's exemplars are mostly out of the tiny vocabulary; keep the random model from
+    # copying <unk>, so it writes words that can trigger and form queries.
+    model.lm_head.register_forward_hook(lambda module, args, out: out.index_fill(-1, torch.tensor([0]), -1e4))
+    return HFLanguageModel(model, tok, name="tiny")
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    texts = [
+        "the old bridge of the town was built in 1887 by an engineer",
+        "the river rhone flows south through lyon",
+        "the museum of the harbour town opened in the new year",
+        "the founder of the school was born in paris",
+    ]
+    out = tmp_path_factory.mktemp("idx") / "index"
+    BM25Index.build([Passage(f"p{i}", f"title {i}", t) for i, t in enumerate(texts)], out, progress=False)
+    return BM25Index.load(out)
+
+
+@pytest.fixture(scope="module")
+def builder():
+    return PromptBuilder.for_dataset("default", n_exemplars=1)
+
+
+def run(name, lm, index, builder, **options):
+    return build_method(name, lm, index, options, builder).answer(QUESTION)
+
+
+def test_fixed_length_retrieves_after_every_n_tokens_with_those_tokens(lm, index, builder):
+    answer = run("fixed_length", lm, index, builder, n=4, max_new_tokens=20, max_retrievals=10)
+    generate_steps = [s for s in answer.trace.steps if s.kind == "generate"]
+    assert answer.trace.retrievals, "a 20-token budget in 4-token steps must retrieve"
+    for step, retrieval in zip(generate_steps, answer.trace.retrievals):
+        assert step.generated_tokens == 4
+        assert retrieval.query == " ".join(step.kept_text.split())
+    positions = [r.position for r in answer.trace.retrievals]
+    assert positions == [4 * (i + 1) for i in range(len(positions))]
+
+
+def test_max_retrievals_is_a_hard_cap(lm, index, builder):
+    answer = run("fixed_length", lm, index, builder, n=2, max_new_tokens=30, max_retrievals=2)
+    assert len(answer.trace.retrievals) == 2
+
+
+def test_flare_retrieves_only_below_theta(lm, index, builder):
+    never = run("flare", lm, index, builder, theta=0.0, max_new_tokens=16)
+    assert never.trace.retrievals == []
+    always = run("flare", lm, index, builder, theta=1.0, max_new_tokens=16, max_retrievals=3)
+    tentative = [s for s in always.trace.steps if s.kind == "tentative"]
+    assert always.trace.retrievals and len(tentative) == len(always.trace.retrievals)
+    for step in tentative:
+        assert any(p < 1.0 for p in step.details["probabilities"])
+
+
+def test_masked_query_drops_low_probability_tokens():
+    pieces = [" The", " bridge", " opened", " in", " 1887", "."]
+    probs = np.array([0.9, 0.8, 0.2, 0.95, 0.1, 0.99])
+    assert masked_query(pieces, probs, 0.5) == "The bridge in."
+
+
+def test_dragin_threshold_zero_retrieves_with_a_query(lm, index, builder):
+    answer = run("dragin", lm, index, builder, theta=0.0, max_new_tokens=24, max_retrievals=2)
+    assert answer.trace.retrievals
+    assert answer.trace.retrievals[0].query.strip()
+    scored = [s for s in answer.trace.steps if "score" in s.details]
+    assert scored and scored[0].details["trigger"] is not None
+    # The answer is cut before the triggering word: kept text is the words before it.
+    first = scored[0]
+    words = first.details["words"]
+    assert first.kept_text.split() == words[: first.details["trigger"]]
+
+
+def test_dragin_infinite_threshold_answers_like_direct(lm, index, builder):
+    dragin = run("dragin", lm, index, builder, theta=1e9, max_new_tokens=24, chunk_tokens=64)
+    direct = build_method("direct", lm, None, {"max_new_tokens": 24}, builder).answer(QUESTION)
+    assert dragin.trace.retrievals == []
+    assert dragin.text == direct.text
+
+
+def test_dragin_reference_variant_runs(lm, index, builder):
+    answer = run("dragin", lm, index, builder, variant="reference", theta=0.0, max_new_tokens=16, max_retrievals=1)
+    assert len(answer.trace.retrievals) == 1
+
+
+@pytest.mark.parametrize("name", ["fixed_length", "fixed_sentence", "flare", "dragin"])
+def test_answer_and_trace_serialise(lm, index, builder, name):
+    data = run(name, lm, index, builder, max_new_tokens=12).to_dict()
+    for key in ("question", "answer", "final_answer", "retrievals", "generated_tokens", "steps"):
+        assert key in data
+    assert data["generated_tokens"] >= data["kept_tokens"] > 0
+
+
+def test_unknown_option_lists_valid_ones():
+    with pytest.raises(ConfigError) as err:
+        parse_options("dragin", {"thetaa": "1"})
+    assert "thetaa" in str(err.value) and "theta" in str(err.value) and "query_words" in str(err.value)
+
+
+def test_bad_option_value_names_the_key():
+    with pytest.raises(ConfigError) as err:
+        parse_options("dragin", {"variant": "fancy"})
+    assert "variant" in str(err.value)
