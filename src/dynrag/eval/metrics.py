@@ -52,3 +52,45 @@ def best_token_scores(prediction: str, golds: Iterable[str]) -> TokenScores:
     """The gold answer (or alias) giving the highest F1, with its precision and recall."""
     scores = [token_scores(prediction, g) for g in golds]
     return max(scores, key=lambda s: s.f1, default=TokenScores(0.0, 0.0, 0.0))
+
+
+_YES = {"yes", "true", "correct", "yeah"}
+_NO = {"no", "false", "incorrect", "not"}
+
+
+def yes_no(text: str) -> str | None:
+    """Map a free-text answer to "yes"/"no" (first yes-like or no-like word wins), else None.
+
+    "Yes, because ..." -> "yes"; "It is false." -> "no"; "Paris" -> None.
+    """
+    for token in normalize_answer(text).split():
+        if token in _YES:
+            return "yes"
+        if token in _NO:
+            return "no"
+    return None
+
+
+@dataclass(frozen=True)
+class AnswerScores:
+    """Scores of one prediction: the string actually scored and EM/F1/precision/recall on it."""
+
+    scored: str
+    em: float
+    f1: float
+    precision: float
+    recall: float
+
+
+def score_answer(final_answer: str, prediction: str, golds: list[str], yes_no_dataset: bool = False) -> AnswerScores:
+    """The scores a run records for one question.
+
+    The extracted short answer is scored; when extraction failed (empty), the whole generated
+    text is scored instead (as DRAGIN's evaluation does). On a yes/no dataset the answer is first
+    mapped to "yes"/"no" (unmapped answers are scored as they are and so score 0).
+    """
+    scored = (final_answer or "").strip() or (prediction or "").strip()
+    if yes_no_dataset:
+        scored = yes_no(scored) or scored
+    tokens = best_token_scores(scored, golds)
+    return AnswerScores(scored, exact_match(scored, golds), tokens.f1, tokens.precision, tokens.recall)

@@ -1,0 +1,77 @@
+"""DeepRAG's knowledge-boundary figures: does a method retrieve exactly when the model needs it?
+
+Per question, the *prediction* is "the method retrieved" (retrievals > 0) and the *truth* is "the
+model alone got it wrong" (the no-retrieval run's EM is 0). The figures are the F1 of the
+positive class, accuracy, balanced accuracy and Matthews correlation of that 2x2 table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Confusion:
+    tp: int  # retrieved, and the direct answer was wrong
+    fp: int  # retrieved, though the direct answer was right
+    fn: int  # did not retrieve, and the direct answer was wrong
+    tn: int  # did not retrieve, and the direct answer was right
+
+    @property
+    def n(self) -> int:
+        return self.tp + self.fp + self.fn + self.tn
+
+
+def confusion(retrieved: Iterable[bool], needed: Iterable[bool]) -> Confusion:
+    tp = fp = fn = tn = 0
+    for r, w in zip(retrieved, needed, strict=True):
+        if r and w:
+            tp += 1
+        elif r:
+            fp += 1
+        elif w:
+            fn += 1
+        else:
+            tn += 1
+    return Confusion(tp, fp, fn, tn)
+
+
+def boundary_scores(c: Confusion) -> dict[str, float]:
+    """F1 (positive = retrieved/needed), accuracy, balanced accuracy and MCC of a 2x2 table.
+
+    Conventions for empty denominators follow scikit-learn: F1 and MCC are 0; balanced accuracy
+    averages the recall of the classes that occur.
+    """
+    f1_den = 2 * c.tp + c.fp + c.fn
+    f1 = 2 * c.tp / f1_den if f1_den else 0.0
+    accuracy = (c.tp + c.tn) / c.n if c.n else 0.0
+    recalls = []
+    if c.tp + c.fn:
+        recalls.append(c.tp / (c.tp + c.fn))
+    if c.tn + c.fp:
+        recalls.append(c.tn / (c.tn + c.fp))
+    balanced = sum(recalls) / len(recalls) if recalls else 0.0
+    mcc_den = math.sqrt((c.tp + c.fp) * (c.tp + c.fn) * (c.tn + c.fp) * (c.tn + c.fn))
+    mcc = (c.tp * c.tn - c.fp * c.fn) / mcc_den if mcc_den else 0.0
+    return {"f1": f1, "accuracy": accuracy, "balanced_accuracy": balanced, "mcc": mcc}
+
+
+def knowledge_boundary(
+    predictions: Iterable[Mapping[str, Any]], baseline: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The figures over the questions both runs answered (joined on id), with the 2x2 counts."""
+    base_em = {p["id"]: float(p["em"]) for p in baseline}
+    retrieved, needed = [], []
+    missing = 0
+    for p in predictions:
+        if p["id"] not in base_em:
+            missing += 1
+            continue
+        retrieved.append(int(p["retrievals"]) > 0)
+        needed.append(base_em[p["id"]] == 0.0)
+    c = confusion(retrieved, needed)
+    scores = {k: round(v, 6) for k, v in boundary_scores(c).items()}
+    return {"n": c.n, "missing_in_baseline": missing, "tp": c.tp, "fp": c.fp, "fn": c.fn, "tn": c.tn, **scores}

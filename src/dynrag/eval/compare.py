@@ -1,0 +1,115 @@
+"""`dynrag compare`: runs side by side as a markdown table, and F1 against retrievals per question."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from dynrag.errors import DataError
+from dynrag.eval.loaders import dataset_spec
+from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions
+from dynrag.eval.summary import summarize
+
+
+def load_run(run_dir: Path) -> dict[str, Any]:
+    """A run's summary (recomputed from predictions.jsonl when summary.json is missing)."""
+    run_dir = Path(run_dir)
+    path = run_dir / SUMMARY_JSON
+    if path.exists():
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise DataError(str(path), f"unreadable summary ({exc})") from exc
+    else:
+        config = read_config(run_dir)
+        if config is None:
+            raise DataError(str(run_dir), "not a run directory (no config.json or summary.json)")
+        predictions = read_predictions(run_dir)
+        meta = {k: config.get(k) for k in ("method", "model", "dataset")}
+        summary = summarize(
+            predictions, any(p.get("support") for p in predictions), dataset_spec(config["dataset"]).yes_no, meta
+        )
+    return {"run": str(run_dir), "name": run_dir.name, **summary}
+
+
+def labels(runs: list[dict[str, Any]]) -> list[str]:
+    """The method name of each run, or its directory name where two runs share a method."""
+    counts = Counter((r.get("method"), r.get("dataset")) for r in runs)
+    return [
+        str(r.get("method")) if counts[(r.get("method"), r.get("dataset"))] == 1 else r["name"] for r in runs
+    ]
+
+
+def _pct(value: Any) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def markdown_table(runs: list[dict[str, Any]]) -> str:
+    has_kb = any(r.get("knowledge_boundary") for r in runs)
+    header = ["run", "method", "dataset", "model", "n", "EM", "F1", "Acc", "ret/q", "tok/q", "s/q", "sup. recall"]
+    if has_kb:
+        header += ["KB F1", "KB MCC"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    for label, r in zip(labels(runs), runs):
+        row = [
+            label,
+            str(r.get("method")),
+            str(r.get("dataset")),
+            f"`{r.get('model')}`",
+            str(r.get("n")),
+            _pct(r.get("em")),
+            _pct(r.get("f1")),
+            _pct(r.get("accuracy")),
+            _num(r.get("retrievals_per_question")),
+            _num(r.get("generated_tokens_per_question"), 1),
+            _num(r.get("seconds_per_question"), 1),
+            _pct(r.get("support_recall")),
+        ]
+        if has_kb:
+            kb = r.get("knowledge_boundary") or {}
+            row += [_pct(kb.get("f1")), _num(kb.get("mcc"), 3)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_runs(runs: list[dict[str, Any]], path: Path) -> None:
+    """Scatter of F1 (%) against retrievals per question, one labelled point per run; one colour
+    per dataset when the runs span several."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=150)
+    datasets = list(dict.fromkeys(str(r.get("dataset")) for r in runs))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for d_i, dataset in enumerate(datasets):
+        group = [(lab, r) for lab, r in zip(labels(runs), runs) if str(r.get("dataset")) == dataset]
+        xs = [float(r.get("retrievals_per_question") or 0.0) for _, r in group]
+        ys = [100 * float(r.get("f1") or 0.0) for _, r in group]
+        ax.scatter(xs, ys, s=42, color=colours[d_i % len(colours)], label=dataset, zorder=3, clip_on=False)
+        for (lab, _), x, y in zip(group, xs, ys):
+            ax.annotate(lab, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.set_xlabel("retrievals per question")
+    ax.set_ylabel("F1 (%)")
+    models = sorted({str(r.get("model")) for r in runs})
+    ax.set_title("F1 against retrieval cost" + (f" ({models[0]})" if len(models) == 1 else ""), fontsize=10)
+    ax.grid(True, alpha=0.3, zorder=0)
+    all_x = [float(r.get("retrievals_per_question") or 0.0) for r in runs]
+    all_y = [100 * float(r.get("f1") or 0.0) for r in runs]
+    # F1 and retrievals are never negative: start both axes at 0, leave room for the labels
+    ax.set_xlim(-0.05 * max(1.0, max(all_x)), max(1.0, max(all_x)) * 1.2)
+    ax.set_ylim(0, min(105.0, max(10.0, max(all_y) * 1.25)))
+    if len(datasets) > 1:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,269 @@
+"""`dynrag eval`: answer a benchmark's questions with one method into a resumable run directory.
+
+The model and the index are loaded once per run; each finished question is one fsynced line of
+predictions.jsonl; re-running the same command skips finished ids; summary.json/summary.md are
+recomputed from predictions.jsonl at the end of every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from dynrag.errors import ConfigError, DataError
+from dynrag.eval.boundary import knowledge_boundary
+from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases, load_examples
+from dynrag.eval.pool import CONTEXTS_INDEX, contexts_index, pool_contexts
+from dynrag.eval.rundir import (
+    SUMMARY_JSON,
+    SUMMARY_MD,
+    PredictionWriter,
+    open_run,
+    read_config,
+    read_predictions,
+    write_atomic,
+    write_json,
+)
+from dynrag.eval.summary import make_record, summarize, summary_markdown
+from dynrag.methods.base import Method
+from dynrag.retrieval.base import Retriever
+
+RUN_FORMAT = "dynrag-run/1"
+
+# (resolved config, retriever or None) -> a ready Method; the default loads the model once.
+MethodFactory = Callable[[dict[str, Any], Retriever | None], Method]
+
+
+@dataclass
+class EvalRequest:
+    """What the user asked for, before resolution into config.json."""
+
+    dataset: str
+    data: Path
+    method: str
+    out: Path
+    corpus: str | None = None  # "contexts", an index directory, or None
+    limit: int | None = None
+    model: str = "bundled"
+    options: dict[str, Any] = field(default_factory=dict)  # raw KEY=VALUE values
+    exemplars: str | None = None
+    aliases: Path | None = None
+    skip_bad: bool = False
+    baseline: Path | None = None
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise DataError(str(path), f"cannot read ({exc.strerror or exc})") from exc
+    return digest.hexdigest()
+
+
+def resolve_model(spec: str) -> str:
+    """`bundled` -> `bundled:<default>`, so a later change of default cannot resume into a run."""
+    spec = spec.strip()
+    if spec == "bundled" or spec.startswith("bundled:"):
+        from dynrag.lm.bundled import resolve_bundled
+
+        return f"bundled:{resolve_bundled(spec.partition(':')[2]).name}"
+    return spec
+
+
+def resolve_config(req: EvalRequest) -> dict[str, Any]:
+    """config.json: every input that decides the answers, resolved (defaults filled in)."""
+    from dynrag.methods.registry import NO_RETRIEVAL, parse_options
+
+    spec = dataset_spec(req.dataset)
+    if req.limit is not None and req.limit < 1:
+        raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
+    options = parse_options(req.method, req.options).model_dump()
+    exemplars = req.exemplars or ("default" if spec.name in ("jsonl", "popqa") else spec.name)
+    from dynrag.methods.prompting import PromptBuilder
+
+    PromptBuilder.for_dataset(exemplars)  # an unknown style fails now, not after loading the model
+    if req.aliases is not None and spec.name != "2wikimultihopqa":
+        raise ConfigError("--aliases applies to --dataset 2wikimultihopqa only")
+    corpus: str | None = None
+    corpus_sha = None
+    if req.method not in NO_RETRIEVAL:
+        if not req.corpus:
+            raise ConfigError(f"method {req.method!r} retrieves: pass --corpus contexts or --corpus INDEX_DIR")
+        if req.corpus == "contexts":
+            corpus = "contexts"
+        else:
+            from dynrag.retrieval.bm25 import _read_manifest
+
+            corpus = str(Path(req.corpus).resolve())
+            if not Path(corpus).is_dir():
+                raise ConfigError(f"--corpus {req.corpus}: no such index directory (or use --corpus contexts)")
+            corpus_sha = _read_manifest(Path(corpus))["corpus_sha256"]
+    data = Path(req.data).resolve()
+    if not data.is_file():
+        raise DataError(str(req.data), "no such file")
+    return {
+        "format": RUN_FORMAT,
+        "method": req.method,
+        "options": options,
+        "model": resolve_model(req.model),
+        "dataset": spec.name,
+        "data": str(data),
+        "data_sha256": file_sha256(data),
+        "aliases": str(Path(req.aliases).resolve()) if req.aliases else None,
+        "aliases_sha256": file_sha256(Path(req.aliases)) if req.aliases else None,
+        "corpus": corpus,
+        "corpus_sha256": corpus_sha,
+        "limit": req.limit,
+        "exemplars": exemplars,
+    }
+
+
+def default_method_factory(config: dict[str, Any], retriever: Retriever | None) -> Method:
+    from dynrag.lm import load_lm
+    from dynrag.methods.prompting import PromptBuilder
+    from dynrag.methods.registry import build_method
+
+    lm = load_lm(config["model"])
+    return build_method(config["method"], lm, retriever, config["options"], PromptBuilder.for_dataset(config["exemplars"]))
+
+
+def _stats(records: list[dict[str, Any]]) -> str:
+    if not records:
+        return "EM –  F1 –"
+    n = len(records)
+    em = sum(r["em"] for r in records) / n
+    f1 = sum(r["f1"] for r in records) / n
+    ret = sum(r["retrievals"] for r in records) / n
+    return f"EM {100 * em:5.1f}  F1 {100 * f1:5.1f}  ret/q {ret:.2f}"
+
+
+def run_eval(
+    req: EvalRequest,
+    *,
+    method_factory: MethodFactory | None = None,
+    console: Console | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run (or resume) an evaluation; returns the summary written to summary.json."""
+    console = console or Console(stderr=True)
+    config = resolve_config(req)
+    spec = dataset_spec(config["dataset"])
+    aliases = load_aliases(Path(req.aliases)) if req.aliases else None
+    report = LoadReport()
+    examples = list(
+        load_examples(spec.name, req.data, aliases=aliases, skip_bad=req.skip_bad, report=report, limit=req.limit)
+    )
+    if report.skipped:
+        console.print(f"[yellow]skipped {report.skipped} bad record(s)[/yellow]; first: {report.messages[0]}")
+    for reason, count in report.excluded.items():
+        console.print(f"excluded {count} record(s): {reason}")
+    if not examples:
+        raise DataError(str(req.data), "no questions to evaluate")
+
+    out = Path(req.out)
+    open_run(out, config)
+    done = read_predictions(out, repair=True)
+    by_id = {ex.id: ex for ex in examples}
+    stray = [r["id"] for r in done if r["id"] not in by_id]
+    if stray:
+        raise DataError(str(out / "predictions.jsonl"), f"holds ids not in this dataset (e.g. {stray[0]!r})")
+    done_ids = {r["id"] for r in done}
+    todo = [ex for ex in examples if ex.id not in done_ids]
+    if done:
+        console.print(f"resuming {out}: {len(done)} of {len(examples)} questions already answered")
+
+    if todo:
+        retriever = None
+        if config["corpus"] == "contexts":
+            index, built = contexts_index(out, pool_contexts(examples), progress=progress)
+            console.print(f"{'built' if built else 'reusing'} {out / CONTEXTS_INDEX} ({len(index)} passages)")
+            retriever = index
+        elif config["corpus"]:
+            from dynrag.retrieval.bm25 import BM25Index
+
+            # numpy, not numba: the JIT costs 7-10 s per process, more than search saves next
+            # to seconds of generation per question.
+            retriever = BM25Index.load(config["corpus"], backend="numpy")
+        console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
+        method = (method_factory or default_method_factory)(config, retriever)
+        _answer_all(method, todo, done, out, spec.yes_no, console, progress, len(examples))
+
+    return write_summary(out, config, examples, report, baseline=req.baseline)
+
+
+def _answer_all(
+    method: Method,
+    todo: list[QAExample],
+    done: list[dict[str, Any]],
+    out: Path,
+    yes_no: bool,
+    console: Console,
+    progress: bool,
+    total: int,
+) -> None:
+    records = list(done)
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with PredictionWriter(out) as writer, Progress(*columns, console=console, disable=not progress) as bar:
+        task = bar.add_task("eval", total=total, completed=len(done), stats=_stats(records))
+        for ex in todo:
+            started = time.perf_counter()
+            answer = method.answer(ex.question)
+            record = make_record(ex, answer.to_dict(), time.perf_counter() - started, yes_no)
+            writer.append(record)
+            records.append(record)
+            bar.update(task, advance=1, stats=_stats(records))
+
+
+def write_summary(
+    out: Path,
+    config: dict[str, Any],
+    examples: list[QAExample],
+    report: LoadReport | None = None,
+    baseline: Path | None = None,
+) -> dict[str, Any]:
+    """Recompute summary.json and summary.md from predictions.jsonl (only ids of this dataset)."""
+    ids = {ex.id for ex in examples}
+    predictions = [p for p in read_predictions(out) if p["id"] in ids]
+    meta: dict[str, Any] = {"method": config["method"], "model": config["model"], "dataset": config["dataset"]}
+    if report is not None and report.skipped:
+        meta["skipped_records"] = report.skipped
+    if report is not None and report.excluded:
+        meta["excluded_records"] = sum(report.excluded.values())
+    has_support = any(ex.supporting for ex in examples)
+    summary = summarize(predictions, has_support, dataset_spec(config["dataset"]).yes_no, meta)
+    if baseline is not None:
+        summary["knowledge_boundary"] = baseline_figures(predictions, Path(baseline), config)
+    write_json(out / SUMMARY_JSON, summary)
+    write_atomic(out / SUMMARY_MD, summary_markdown(summary))
+    return summary
+
+
+def baseline_figures(predictions: list[dict[str, Any]], baseline: Path, config: dict[str, Any]) -> dict[str, Any]:
+    base_config = read_config(baseline)
+    if base_config is None:
+        raise ConfigError(f"--baseline {baseline}: not a run directory (no config.json)")
+    for key in ("dataset", "data_sha256"):
+        if base_config.get(key) != config.get(key):
+            raise ConfigError(f"--baseline {baseline}: a run on different data ({key} differs)")
+    base = read_predictions(baseline)
+    figures = knowledge_boundary(predictions, base)
+    if figures["n"] == 0:
+        raise ConfigError(f"--baseline {baseline}: shares no answered questions with this run")
+    return {"baseline": str(baseline), "baseline_method": base_config.get("method"), **figures}

@@ -1,0 +1,145 @@
+"""Per-question prediction records and the run summary recomputed from them (pure functions)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from dynrag.eval.loaders import QAExample, passage_key
+from dynrag.eval.metrics import score_answer
+
+# The figures summarize() computes; summary.json adds method/model/dataset and run notes.
+METRIC_KEYS = (
+    "n",
+    "em",
+    "f1",
+    "precision",
+    "recall",
+    "accuracy",
+    "retrievals_per_question",
+    "generated_tokens_per_question",
+    "seconds_per_question",
+    "support_recall",
+    "support_all",
+)
+
+
+def make_record(example: QAExample, answer: Mapping[str, Any], seconds: float, yes_no: bool) -> dict[str, Any]:
+    """One predictions.jsonl line from an example and a method's ``Answer.to_dict()``."""
+    retrievals = answer.get("retrievals") or []
+    support = set(example.supporting)
+    retrieved_ids: list[str] = []
+    found: set[str] = set()
+    for r in retrievals:
+        for hit in r.get("hits") or []:
+            retrieved_ids.append(str(hit["id"]))
+            # Pooled contexts carry the support ids themselves; any other index is matched by content.
+            for key in (str(hit["id"]), passage_key(hit.get("title") or "", hit.get("text") or "")):
+                if key in support:
+                    found.add(key)
+    final = answer.get("final_answer") or ""
+    prediction = answer.get("answer") or ""
+    s = score_answer(final, prediction, example.answers, yes_no)
+    return {
+        "id": example.id,
+        "question": example.question,
+        "answers": example.answers,
+        "prediction": prediction,
+        "final_answer": final,
+        "scored_answer": s.scored,
+        "em": s.em,
+        "f1": round(s.f1, 6),
+        "precision": round(s.precision, 6),
+        "recall": round(s.recall, 6),
+        "retrievals": len(retrievals),
+        "queries": [r.get("query", "") for r in retrievals],
+        "retrieved_ids": list(dict.fromkeys(retrieved_ids)),
+        "support": list(example.supporting),
+        "support_found": [s_id for s_id in example.supporting if s_id in found],
+        "generated_tokens": int(answer.get("generated_tokens") or 0),
+        "seconds": round(seconds, 3),
+    }
+
+
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 6) if values else 0.0
+
+
+def summarize(
+    predictions: Iterable[Mapping[str, Any]],
+    dataset_has_support: bool,
+    yes_no: bool,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """summary.json figures from prediction records; answers are re-scored, not read back."""
+    preds = list(predictions)
+    scores = [score_answer(p.get("final_answer") or "", p.get("prediction") or "", list(p["answers"]), yes_no) for p in preds]
+    with_support = [p for p in preds if p.get("support")]
+    support_recall = support_all = None
+    if dataset_has_support and with_support:
+        fractions = [len(set(p["support_found"]) & set(p["support"])) / len(set(p["support"])) for p in with_support]
+        support_recall = _mean(fractions)
+        support_all = _mean([float(f == 1.0) for f in fractions])
+    summary: dict[str, Any] = {
+        "n": len(preds),
+        "em": _mean([s.em for s in scores]),
+        "f1": _mean([s.f1 for s in scores]),
+        "precision": _mean([s.precision for s in scores]),
+        "recall": _mean([s.recall for s in scores]),
+        "accuracy": _mean([s.em for s in scores]) if yes_no else None,
+        "retrievals_per_question": _mean([float(p["retrievals"]) for p in preds]),
+        "generated_tokens_per_question": _mean([float(p["generated_tokens"]) for p in preds]),
+        "seconds_per_question": _mean([float(p["seconds"]) for p in preds]),
+        "support_recall": support_recall,
+        "support_all": support_all,
+    }
+    summary.update(meta or {})
+    return summary
+
+
+def _fmt(value: Any, pct: bool = False) -> str:
+    if value is None:
+        return "–"
+    if pct:
+        return f"{100 * value:.1f}"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def summary_markdown(summary: Mapping[str, Any]) -> str:
+    """summary.md: the figures as a small markdown document."""
+    lines = [
+        f"# {summary.get('method', '?')} on {summary.get('dataset', '?')}",
+        "",
+        f"Model `{summary.get('model', '?')}`, {summary['n']} questions.",
+        "",
+        "| metric | value |",
+        "| --- | --- |",
+        f"| EM (%) | {_fmt(summary['em'], True)} |",
+        f"| F1 (%) | {_fmt(summary['f1'], True)} |",
+        f"| precision (%) | {_fmt(summary['precision'], True)} |",
+        f"| recall (%) | {_fmt(summary['recall'], True)} |",
+        f"| accuracy (%, yes/no) | {_fmt(summary['accuracy'], True)} |",
+        f"| retrievals / question | {_fmt(summary['retrievals_per_question'])} |",
+        f"| generated tokens / question | {_fmt(summary['generated_tokens_per_question'])} |",
+        f"| seconds / question | {_fmt(summary['seconds_per_question'])} |",
+        f"| supporting-paragraph recall (%) | {_fmt(summary['support_recall'], True)} |",
+        f"| all supporting paragraphs retrieved (%) | {_fmt(summary['support_all'], True)} |",
+    ]
+    kb = summary.get("knowledge_boundary")
+    if kb:
+        lines += [
+            "",
+            f"## Knowledge boundary (against `{kb.get('baseline', '?')}`, {kb['n']} questions)",
+            "",
+            "Retrieved (retrievals > 0) against \"the direct answer was wrong\" (its EM = 0):",
+            f"TP {kb['tp']}, FP {kb['fp']}, FN {kb['fn']}, TN {kb['tn']}.",
+            "",
+            "| F1 (%) | accuracy (%) | balanced accuracy (%) | MCC |",
+            "| --- | --- | --- | --- |",
+            f"| {_fmt(kb['f1'], True)} | {_fmt(kb['accuracy'], True)} | {_fmt(kb['balanced_accuracy'], True)} "
+            f"| {kb['mcc']:.3f} |",
+        ]
+    notes = [f"{k.replace('_', ' ')}: {summary[k]}" for k in ("skipped_records", "excluded_records") if summary.get(k)]
+    if notes:
+        lines += ["", *(f"- {n}" for n in notes)]
+    return "\n".join(lines) + "\n"

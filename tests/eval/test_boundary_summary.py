@@ -1,0 +1,88 @@
+"""Knowledge-boundary figures and the summary, against hand-computed values."""
+
+import math
+
+import pytest
+
+from dynrag.eval.boundary import Confusion, boundary_scores, confusion, knowledge_boundary
+from dynrag.eval.metrics import score_answer, yes_no
+from dynrag.eval.summary import summarize
+
+
+def test_confusion_counts():
+    retrieved = [True, True, False, False, True]
+    needed = [True, False, True, False, True]
+    assert confusion(retrieved, needed) == Confusion(tp=2, fp=1, fn=1, tn=1)
+
+
+def test_boundary_scores_hand_computed():
+    # tp=3 fp=1 fn=2 tn=4 (n=10)
+    s = boundary_scores(Confusion(3, 1, 2, 4))
+    assert s["f1"] == pytest.approx(6 / 9)  # 2*3 / (6+1+2)
+    assert s["accuracy"] == pytest.approx(0.7)
+    assert s["balanced_accuracy"] == pytest.approx((3 / 5 + 4 / 5) / 2)
+    assert s["mcc"] == pytest.approx((12 - 2) / math.sqrt(4 * 5 * 5 * 6))
+
+
+def test_boundary_degenerate_tables():
+    always = boundary_scores(Confusion(tp=3, fp=2, fn=0, tn=0))  # always retrieves
+    assert always["mcc"] == 0.0 and always["f1"] == pytest.approx(6 / 8)
+    assert always["balanced_accuracy"] == pytest.approx(0.5)  # recall 1 on positives, 0 on negatives
+    never_needed = boundary_scores(Confusion(tp=0, fp=0, fn=0, tn=4))
+    assert never_needed == {"f1": 0.0, "accuracy": 1.0, "balanced_accuracy": 1.0, "mcc": 0.0}
+    assert boundary_scores(Confusion(0, 0, 0, 0))["accuracy"] == 0.0
+
+
+def test_knowledge_boundary_joins_on_id():
+    run = [{"id": "a", "retrievals": 2}, {"id": "b", "retrievals": 0}, {"id": "c", "retrievals": 1}, {"id": "z", "retrievals": 1}]
+    base = [{"id": "a", "em": 0.0}, {"id": "b", "em": 1.0}, {"id": "c", "em": 1.0}]
+    kb = knowledge_boundary(run, base)
+    assert (kb["n"], kb["missing_in_baseline"], kb["tp"], kb["fp"], kb["fn"], kb["tn"]) == (3, 1, 1, 1, 0, 1)
+    assert kb["accuracy"] == pytest.approx(2 / 3, abs=1e-6)
+    assert kb["mcc"] == pytest.approx(0.5, abs=1e-6)  # (1*1 - 0) / sqrt(2*1*2*1)
+
+
+def test_yes_no_mapping():
+    assert yes_no("Yes, because it was built in 1887") == "yes"
+    assert yes_no("It is not true.") == "no"
+    assert yes_no("False") == "no"
+    assert yes_no("Paris") is None
+    assert score_answer("No, it is not.", "", ["no"], yes_no_dataset=True).em == 1.0
+    assert score_answer("No, it is not.", "", ["no"], yes_no_dataset=False).em == 0.0
+
+
+def test_score_falls_back_to_full_text_when_no_final_answer():
+    s = score_answer("", "The bridge is in Lyon", ["Lyon"])
+    assert s.scored == "The bridge is in Lyon" and s.em == 0.0 and s.recall == 1.0
+
+
+def _pred(i, final, gold, retrievals, support=(), found=(), tokens=10, seconds=1.0):
+    return {"id": str(i), "answers": gold, "final_answer": final, "prediction": f"So the answer is {final}.",
+            "retrievals": retrievals, "support": list(support), "support_found": list(found),
+            "generated_tokens": tokens, "seconds": seconds, "em": -1, "f1": -1}
+
+
+def test_summarize_hand_computed():
+    preds = [
+        _pred(1, "Lyon", ["Lyon"], 1, ["s1", "s2"], ["s1", "s2"], tokens=10, seconds=1.0),
+        _pred(2, "tall stone bridge", ["stone bridge over river"], 3, ["s3", "s4"], ["s4"], tokens=20, seconds=2.0),
+        _pred(3, "Paris", ["Rome"], 0, [], [], tokens=30, seconds=6.0),
+        _pred(4, "", ["x"], 0, ["s5"], [], tokens=0, seconds=3.0),
+    ]
+    preds[3]["prediction"] = ""
+    s = summarize(preds, dataset_has_support=True, yes_no=False, meta={"method": "m"})
+    assert s["n"] == 4 and s["method"] == "m"
+    assert s["em"] == pytest.approx(0.25)
+    assert s["f1"] == pytest.approx((1 + 2 * (2 / 3) * (2 / 4) / (2 / 3 + 2 / 4)) / 4, abs=1e-6)
+    assert s["precision"] == pytest.approx((1 + 2 / 3) / 4, abs=1e-6)
+    assert s["recall"] == pytest.approx((1 + 2 / 4) / 4, abs=1e-6)
+    assert s["accuracy"] is None
+    assert s["retrievals_per_question"] == 1.0
+    assert s["generated_tokens_per_question"] == 15.0
+    assert s["seconds_per_question"] == 3.0
+    # support over the 3 questions naming supporting paragraphs: 1, 1/2, 0
+    assert s["support_recall"] == pytest.approx(0.5)
+    assert s["support_all"] == pytest.approx(1 / 3, abs=1e-6)
+    none = summarize(preds, dataset_has_support=False, yes_no=True)
+    assert none["support_recall"] is None and none["support_all"] is None and none["accuracy"] == 0.25
+    assert summarize([], True, False)["n"] == 0

@@ -1,0 +1,59 @@
+"""`dynrag eval` and `dynrag compare` through the real CLI (the model replaced by a fake method)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from dynrag.cli import app
+from dynrag.eval import runner
+from tests.eval import fixtures as fx
+from tests.eval.fakes import factory
+
+cli = CliRunner()
+
+
+@pytest.fixture
+def fake_model(monkeypatch):
+    rows = fx.qa_rows(4)
+    answers = {r["question"]: (r["answers"][0] if i < 3 else "nowhere") for i, r in enumerate(rows)}
+    monkeypatch.setattr(runner, "default_method_factory", factory(answers))
+    return rows
+
+
+def test_eval_then_compare_with_plot(tmp_path, fake_model):
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fake_model)
+    common = ["--dataset", "jsonl", "--data", str(data), "--corpus", "contexts"]
+    r = cli.invoke(app, ["eval", *common, "--method", "direct", "--out", str(tmp_path / "direct")])
+    assert r.exit_code == 0, r.output
+    assert "# direct on jsonl" in r.stdout and "| EM (%) | 75.0 |" in r.stdout
+    r = cli.invoke(app, ["eval", *common, "--method", "single", "--option", "k=2", "--limit", "3",
+                         "--out", str(tmp_path / "single"), "--baseline", str(tmp_path / "direct")])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "single" / "summary.json").read_text())
+    assert summary["n"] == 3 and summary["em"] == 1.0 and summary["knowledge_boundary"]["n"] == 3
+    assert json.loads((tmp_path / "single" / "config.json").read_text())["options"]["k"] == 2
+
+    png = tmp_path / "plots" / "f1.png"
+    r = cli.invoke(app, ["compare", str(tmp_path / "direct"), str(tmp_path / "single"), "--plot", str(png)])
+    assert r.exit_code == 0, r.output
+    table = r.stdout.splitlines()
+    assert table[0].startswith("| run | method |") and len([l for l in table if l.startswith("| ")]) == 4
+    assert any(l.startswith("| direct | direct | jsonl |") and "| 75.0 |" in l for l in table)
+    assert any(l.startswith("| single | single |") and "| 1.00 |" in l for l in table)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_eval_errors_are_one_line(tmp_path, fake_model):
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fake_model)
+    r = cli.invoke(app, ["eval", "--dataset", "jsonl", "--data", str(data), "--method", "single", "--out", str(tmp_path / "r")])
+    assert r.exit_code == 1 and "pass --corpus contexts" in r.output and "Traceback" not in r.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "question": "q?"}\n')
+    r = cli.invoke(app, ["eval", "--dataset", "jsonl", "--data", str(bad), "--method", "direct", "--out", str(tmp_path / "r")])
+    assert r.exit_code == 1 and f"{bad}:1: record 0: missing field 'answers'" in r.output.replace("\n", "")
+    r = cli.invoke(app, ["eval", "--dataset", "jsonl", "--data", str(bad), "--method", "direct", "--skip-bad",
+                         "--out", str(tmp_path / "r")])
+    assert r.exit_code == 1 and "no questions to evaluate" in r.output.replace("\n", "")
+    r = cli.invoke(app, ["compare", str(tmp_path / "nowhere")])
+    assert r.exit_code == 1 and "not a run directory" in r.output.replace("\n", "")

@@ -1,0 +1,270 @@
+"""The real runner, real run-directory files and the real BM25 index, with a fast fake method."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dynrag.errors import ConfigError, DataError
+from dynrag.eval.rundir import read_predictions
+from dynrag.eval.runner import EvalRequest, run_eval
+from dynrag.eval.summary import METRIC_KEYS, summarize
+from tests.eval import fixtures as fx
+from tests.eval.fakes import factory
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def rows_and_answers(n):
+    rows = fx.qa_rows(n)
+    # even questions answered right, odd ones wrong
+    answers = {r["question"]: (r["answers"][0] if i % 2 == 0 else "nowhere") for i, r in enumerate(rows)}
+    return rows, answers
+
+
+def request(tmp_path, data, **kw):
+    base = dict(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts")
+    base.update(kw)
+    return EvalRequest(**base)
+
+
+def lines(run_dir):
+    return (Path(run_dir) / "predictions.jsonl").read_text().splitlines()
+
+
+def test_full_run_writes_all_files_and_summary_recomputes(tmp_path):
+    rows, answers = rows_and_answers(6)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
+    built = []
+    summary = run_eval(request(tmp_path, data), method_factory=factory(answers, built=built), progress=False)
+    run = tmp_path / "run"
+    assert len(built) == 1  # model/method and index set up once per run
+    config = json.loads((run / "config.json").read_text())
+    assert {k: config[k] for k in ("method", "dataset", "corpus", "limit", "exemplars", "model")} == {
+        "method": "single", "dataset": "jsonl", "corpus": "contexts", "limit": None, "exemplars": "default",
+        "model": config["model"],
+    }
+    assert config["model"].startswith("bundled:") and config["options"]["k"] == 3
+    assert config["data"] == str(data.resolve()) and len(config["data_sha256"]) == 64
+    assert (run / "contexts-index" / "manifest.json").exists()
+    index_manifest = json.loads((run / "contexts-index" / "manifest.json").read_text())
+    assert index_manifest["passage_count"] == 7  # 6 mills + the shared harbour paragraph, pooled once
+
+    preds = read_predictions(run)
+    assert [p["id"] for p in preds] == [f"q{i}" for i in range(6)]
+    p0 = preds[0]
+    assert p0["em"] == 1.0 and preds[1]["em"] == 0.0
+    assert p0["retrievals"] == 1 and p0["queries"] == [rows[0]["question"]]
+    assert p0["support_found"] == p0["support"] and len(p0["support"]) == 1
+    assert p0["generated_tokens"] > 0 and p0["seconds"] >= 0
+    for key in ("id", "question", "answers", "prediction", "final_answer", "em", "f1", "retrievals", "queries",
+                "generated_tokens", "seconds"):
+        assert key in p0
+
+    on_disk = json.loads((run / "summary.json").read_text())
+    assert on_disk == summary
+    recomputed = summarize(preds, dataset_has_support=True, yes_no=False)
+    assert {k: on_disk[k] for k in METRIC_KEYS} == {k: recomputed[k] for k in METRIC_KEYS}
+    assert summary["em"] == 0.5 and summary["retrievals_per_question"] == 1.0 and summary["support_recall"] == 1.0
+    assert (summary["method"], summary["dataset"]) == ("single", "jsonl")
+    assert "| EM (%) | 50.0 |" in (run / "summary.md").read_text()
+
+
+class Crash(Exception):
+    pass
+
+
+def crashing_factory(answers, after):
+    make = factory(answers)
+
+    def build(config, retriever):
+        method = make(config, retriever)
+        real = method.answer
+
+        def answer(q):
+            if len(method.calls) >= after:
+                raise Crash()
+            return real(q)
+
+        method.answer = answer
+        return method
+
+    return build
+
+
+def test_resume_skips_finished_ids_and_reuses_index(tmp_path, capsys):
+    rows, answers = rows_and_answers(5)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
+    with pytest.raises(Crash):
+        run_eval(request(tmp_path, data), method_factory=crashing_factory(answers, after=2), progress=False)
+    assert len(lines(tmp_path / "run")) == 2
+    assert not (tmp_path / "run" / "summary.json").exists()
+    index_mtime = (tmp_path / "run" / "contexts-index" / "manifest.json").stat().st_mtime_ns
+
+    built = []
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    summary = run_eval(request(tmp_path, data), method_factory=factory(answers, built=built), progress=False, console=console)
+    assert len(built) == 1 and len(built[0][2].calls) == 3  # only the unfinished questions
+    assert [json.loads(l)["id"] for l in lines(tmp_path / "run")] == ["q0", "q1", "q2", "q3", "q4"]
+    assert summary["n"] == 5
+    text = console.export_text()
+    assert "resuming" in text and "2 of 5" in text and "reusing" in text
+    assert (tmp_path / "run" / "contexts-index" / "manifest.json").stat().st_mtime_ns == index_mtime
+
+    # a finished run: nothing is answered, the method (model) is not even built
+    built.clear()
+    again = run_eval(request(tmp_path, data), method_factory=factory(answers, built=built), progress=False)
+    assert built == [] and again == summary and len(lines(tmp_path / "run")) == 5
+
+
+def test_truncated_last_line_is_dropped_and_rewritten(tmp_path):
+    rows, answers = rows_and_answers(4)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
+    run_eval(request(tmp_path, data, limit=2), method_factory=factory(answers), progress=False)
+    pred_file = tmp_path / "run" / "predictions.jsonl"
+    good = pred_file.read_text().splitlines(keepends=True)
+    # a crash mid-write of the second record: its line is cut short
+    pred_file.write_text(good[0] + good[1][: len(good[1]) // 2])
+    run_eval(request(tmp_path, data, limit=2), method_factory=factory(answers), progress=False)
+    ids = [json.loads(l)["id"] for l in lines(tmp_path / "run")]
+    assert ids == ["q0", "q1"]
+
+
+def test_corrupt_middle_line_is_an_error(tmp_path):
+    rows, answers = rows_and_answers(3)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
+    run_eval(request(tmp_path, data), method_factory=factory(answers), progress=False)
+    pred_file = tmp_path / "run" / "predictions.jsonl"
+    text = pred_file.read_text().splitlines(keepends=True)
+    pred_file.write_text(text[0] + "garbage\n" + "".join(text[1:]))
+    with pytest.raises(DataError, match=r"predictions\.jsonl:2: not a prediction record"):
+        run_eval(request(tmp_path, data), method_factory=factory(answers), progress=False)
+
+
+def test_different_config_is_an_error_naming_the_keys(tmp_path):
+    rows, answers = rows_and_answers(3)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
+    run_eval(request(tmp_path, data, limit=2), method_factory=factory(answers), progress=False)
+    with pytest.raises(ConfigError) as e:
+        run_eval(request(tmp_path, data, limit=3, options={"k": "5"}), method_factory=factory(answers), progress=False)
+    msg = str(e.value)
+    assert "different config" in msg and "limit: 2 -> 3" in msg and "options:" in msg
+    assert "dataset" not in msg
+    # the same options spelled differently resolve to the same config: resumes fine
+    run_eval(request(tmp_path, data, limit=2, options={"k": "3"}), method_factory=factory(answers), progress=False)
+    # changed data file
+    fx.write_jsonl(data, rows[:2])
+    with pytest.raises(ConfigError, match="data_sha256"):
+        run_eval(request(tmp_path, data, limit=2), method_factory=factory(answers), progress=False)
+
+
+def test_bad_requests_fail_before_any_work(tmp_path):
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
+    with pytest.raises(ConfigError, match="pass --corpus"):
+        run_eval(request(tmp_path, data, corpus=None), method_factory=factory(), progress=False)
+    with pytest.raises(ConfigError, match="unknown option 'nope'"):
+        run_eval(request(tmp_path, data, options={"nope": "1"}), method_factory=factory(), progress=False)
+    with pytest.raises(ConfigError, match="unknown method"):
+        run_eval(request(tmp_path, data, method="nope"), method_factory=factory(), progress=False)
+    with pytest.raises(ConfigError, match="--aliases applies"):
+        run_eval(request(tmp_path, data, aliases=data), method_factory=factory(), progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_direct_run_needs_no_index_and_baseline_adds_boundary_figures(tmp_path):
+    rows, answers = rows_and_answers(4)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
+    built = []
+    direct = run_eval(request(tmp_path, data, method="direct", corpus="contexts", out=tmp_path / "direct"),
+                      method_factory=factory(answers, built=built), progress=False)
+    assert built[0][1] is None and not (tmp_path / "direct" / "contexts-index").exists()
+    assert json.loads((tmp_path / "direct" / "config.json").read_text())["corpus"] is None
+    assert direct["retrievals_per_question"] == 0.0 and direct["em"] == 0.5
+    # the fake single run retrieves on every question: positives are the 2 wrong direct answers
+    single = run_eval(request(tmp_path, data, baseline=tmp_path / "direct"), method_factory=factory(answers), progress=False)
+    kb = single["knowledge_boundary"]
+    assert (kb["tp"], kb["fp"], kb["fn"], kb["tn"]) == (2, 2, 0, 0)
+    assert kb["accuracy"] == 0.5 and kb["mcc"] == 0.0 and kb["baseline_method"] == "direct"
+    assert "Knowledge boundary" in (tmp_path / "run" / "summary.md").read_text()
+
+
+def test_yes_no_dataset_reports_accuracy(tmp_path):
+    data = fx.write_json(tmp_path / "s.json", fx.STRATEGY)
+    answers = {fx.STRATEGY[0]["question"]: "Yes, it was", fx.STRATEGY[1]["question"]: "Yes"}
+    summary = run_eval(request(tmp_path, data, dataset="strategyqa"), method_factory=factory(answers), progress=False)
+    assert summary["accuracy"] == 0.5 and summary["em"] == 0.5
+    preds = read_predictions(tmp_path / "run")
+    assert preds[0]["scored_answer"] == "yes"
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["exemplars"] == "strategyqa"
+
+
+SCRIPT = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from dynrag.eval.runner import EvalRequest, run_eval
+from tests.eval.fakes import factory
+req = EvalRequest(dataset="jsonl", data=Path({data!r}), method="single", out=Path({out!r}), corpus="contexts")
+run_eval(req, method_factory=factory({{}}, sleep=0.2), progress=False)
+"""
+
+
+def test_sigkill_mid_run_then_rerun_answers_every_question_once(tmp_path):
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(12))
+    out = tmp_path / "run"
+    script = tmp_path / "run_eval.py"
+    script.write_text(SCRIPT.format(repo=str(REPO), data=str(data), out=str(out)))
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pred_file = out / "predictions.jsonl"
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            if pred_file.exists() and pred_file.read_text().count("\n") >= 2:
+                break
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended early: {proc.stdout.read().decode()}")
+            time.sleep(0.02)
+        else:
+            pytest.fail("no predictions within 60 s")
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill() if proc.poll() is None else None
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    partial = [json.loads(l)["id"] for l in lines(out)]
+    assert 2 <= len(partial) < 12
+
+    # same request again, in-process this time, to completion
+    req = EvalRequest(dataset="jsonl", data=data, method="single", out=out, corpus="contexts")
+    built = []
+    summary = run_eval(req, method_factory=factory({}, built=built), progress=False)
+    ids = [json.loads(l)["id"] for l in lines(out)]
+    assert sorted(ids) == sorted(f"q{i}" for i in range(12)) and len(ids) == len(set(ids)) == 12
+    assert ids[: len(partial)] == partial
+    assert summary["n"] == 12
+
+
+def test_corpus_dir_uses_a_built_index_and_matches_support_by_content(tmp_path):
+    from dynrag.corpus.passage import Passage
+    from dynrag.retrieval.bm25 import BM25Index
+
+    rows = fx.qa_rows(3)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
+    # an external corpus: other ids, the same paragraphs with different spacing, plus noise
+    passages = [Passage(f"p{i}", f"Mill {i}", "  " + r["contexts"][0]["text"].replace(" ", "  ")) for i, r in enumerate(rows)]
+    passages.append(Passage("noise", "Noise", "Nothing about mills here."))
+    BM25Index.build(passages, tmp_path / "index", progress=False)
+    summary = run_eval(request(tmp_path, data, corpus=str(tmp_path / "index")), method_factory=factory(), progress=False)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["corpus"] == str((tmp_path / "index").resolve()) and len(config["corpus_sha256"]) == 64
+    assert not (tmp_path / "run" / "contexts-index").exists()
+    preds = read_predictions(tmp_path / "run")
+    assert preds[0]["retrieved_ids"][0] == "p0" and preds[0]["support_found"] == preds[0]["support"]
+    assert summary["support_recall"] == 1.0 and summary["support_all"] == 1.0
