@@ -14,6 +14,43 @@ def _shorten(text: str, width: int = 160) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _shade(value: float, top: float) -> str:
+    """Background from white (0) to red (>= top) for a word's trigger score."""
+    level = 0.0 if top <= 0 else max(0.0, min(1.0, value / top))
+    fade = int(255 - 175 * level)
+    return f"black on rgb(255,{fade},{fade})"
+
+
+def shaded_steps(answer: Answer, theta: float | None) -> Text | None:
+    """The generated text, step by step, each word shaded by its trigger score.
+
+    DRAGIN steps carry per-word RIND scores; FLARE steps per-token probabilities (shaded by
+    1 - p). Thrown-away text is struck through and each retrieval is marked with ⟲.
+    """
+    steps = [s for s in answer.trace.steps if "score" in s.details or "probabilities" in s.details]
+    if not steps:
+        return None
+    out = Text()
+    for step in steps:
+        d = step.details
+        if "score" in d:
+            top = theta if theta else max(d["score"] or [1.0])
+            units = [(w + " ", sc) for w, sc in zip(d["words"], d["score"])]
+            cut_at = d.get("trigger")
+        else:
+            top = 1.0
+            units = [(tok, 1.0 - p) for tok, p in zip(d["tokens"], d["probabilities"])]
+            cut_at = 0 if step.kind == "tentative" else None
+        for i, (unit, score) in enumerate(units):
+            style = _shade(score, top)
+            if cut_at is not None and i >= cut_at:
+                style += " strike"
+            if cut_at is not None and i == cut_at:
+                out.append(" ⟲ ", style="bold magenta")
+            out.append(unit, style=style)
+    return out
+
+
 def render_answer(console: Console, answer: Answer, gold: list[str] | None = None) -> None:
     trace = answer.trace
     console.print(Text.assemble(("Q ", "bold cyan"), trace.question))
@@ -21,11 +58,18 @@ def render_answer(console: Console, answer: Answer, gold: list[str] | None = Non
     if gold is not None:
         final.append(f"   gold: {' / '.join(gold)}", style="dim")
     console.print(final)
-    console.print(Text(_shorten(answer.text, 400), style="dim"))
+    shaded = shaded_steps(answer, trace.options.get("theta"))
+    if shaded is not None:
+        console.print(Text("  words shaded by trigger score (red = likely to retrieve; ⟲ = retrieval, struck = thrown away):",
+                           style="dim"))
+        console.print(shaded)
+    else:
+        console.print(Text(_shorten(answer.text, 400), style="dim"))
     for n, retrieval in enumerate(trace.retrievals, 1):
         console.print(
             Text.assemble(
                 (f"  retrieval {n}", "bold magenta"),
+                (f" [{retrieval.reason}]" if retrieval.reason else "", "magenta"),
                 (f" after {retrieval.position} tokens" if retrieval.position else " before generation", "dim"),
                 ("  query: ", "dim"),
                 _shorten(retrieval.query, 120),

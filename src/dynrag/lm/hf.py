@@ -90,7 +90,8 @@ class HFLanguageModel:
         key = tuple(prompt_ids[:n])
         if self._cached_prefix is None or self._cached_prefix[0] != key:
             cache = DynamicCache(config=self.model.config)
-            self.model(input_ids=torch.tensor([list(key)], device=self.model.device), cache=cache, use_cache=True)
+            self.model(input_ids=torch.tensor([list(key)], device=self.model.device), cache=cache,
+                       use_cache=True, logits_to_keep=1)
             self._cached_prefix = (key, cache)
         return copy.deepcopy(self._cached_prefix[1]), n
 
@@ -117,8 +118,11 @@ class HFLanguageModel:
         recorder.reset(active=False)
         device = self.model.device
         cache, done = self._prefix_cache(prompt, prompt_ids, offsets)
+        # logits_to_keep=1: only the last position's logits are needed, and the LM head over a
+        # large vocabulary (262k for Gemma 3) would otherwise dominate the prefill.
         logits = self.model(
-            input_ids=torch.tensor([prompt_ids[done:]], device=device), cache=cache, use_cache=True
+            input_ids=torch.tensor([prompt_ids[done:]], device=device), cache=cache, use_cache=True,
+            logits_to_keep=1,
         ).logits[0, -1]
         recorder.reset(active=capture_attention)
 

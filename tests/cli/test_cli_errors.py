@@ -1,0 +1,97 @@
+"""Bad input on the command line: one line naming the input, a non-zero exit, no traceback."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dynrag.corpus.passage import Passage
+from dynrag.retrieval.bm25 import BM25Index
+
+
+def dynrag(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "dynrag.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "index"
+    BM25Index.build([Passage("a", "Alpha", "The alpha bridge spans the river.")], out, progress=False)
+    return out
+
+
+def assert_one_line_error(result, *needles):
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    # Progress bars may come first; the error is the last thing said, on its own line.
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    start = max(i for i, line in enumerate(lines) if line.startswith("error:"))
+    text = " ".join(lines[start:])  # rich may wrap a long line
+    for needle in needles:
+        assert needle in text, (needle, result.stderr)
+
+
+def test_missing_index(tmp_path):
+    r = dynrag("ask", "Who?", "--index", str(tmp_path / "nope"))
+    assert_one_line_error(r, str(tmp_path / "nope"))
+
+
+def test_corrupt_index(tmp_path, index_dir):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in index_dir.iterdir():
+        (broken / f.name).write_bytes(f.read_bytes())
+    (broken / "manifest.json").write_text("{not json")
+    r = dynrag("ask", "Who?", "--index", str(broken))
+    assert_one_line_error(r, "manifest")
+
+
+def test_malformed_jsonl_names_file_and_line(tmp_path):
+    src = tmp_path / "corpus.jsonl"
+    src.write_text('{"id": "1", "title": "A", "text": "fine"}\n{"id": "2", "title": oops}\n')
+    r = dynrag("index", str(src), "--out", str(tmp_path / "idx"))
+    assert_one_line_error(r, f"{src}:2")
+    assert not (tmp_path / "idx").exists()
+
+
+def test_failed_rebuild_keeps_the_previous_index(tmp_path, index_dir):
+    out = tmp_path / "idx"
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps({"id": "1", "title": "A", "text": "the alpha bridge"}) + "\n")
+    assert dynrag("index", str(good), "--out", str(out)).returncode == 0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "1", "title": "A", "text": "x"}) + "\n{broken\n")
+    assert dynrag("index", str(bad), "--out", str(out)).returncode != 0
+    assert len(BM25Index.load(out)) == 1
+
+
+def test_empty_question(index_dir):
+    assert_one_line_error(dynrag("ask", "   ", "--index", str(index_dir)), "question is empty")
+
+
+def test_unknown_method_lists_choices(index_dir):
+    r = dynrag("ask", "Who?", "--index", str(index_dir), "--method", "magic")
+    assert_one_line_error(r, "magic", "dragin", "single", "direct")
+
+
+def test_unknown_model_spec_lists_forms(index_dir):
+    r = dynrag("ask", "Who?", "--index", str(index_dir), "--model", "gpt-9")
+    assert_one_line_error(r, "gpt-9", "bundled:smollm2", "hf:")
+
+
+def test_unknown_option_lists_valid_ones(index_dir):
+    r = dynrag("ask", "Who?", "--index", str(index_dir), "--method", "flare", "--option", "tehta=0.1")
+    assert_one_line_error(r, "tehta", "theta")
+
+
+def test_unreadable_corpus_file(tmp_path):
+    missing = tmp_path / "missing.jsonl"
+    assert_one_line_error(dynrag("index", str(missing), "--out", str(tmp_path / "i")), str(missing))
+
+
+def test_debug_shows_the_traceback(index_dir):
+    r = dynrag("--debug", "ask", "   ", "--index", str(index_dir))
+    assert r.returncode != 0 and "Traceback" in r.stderr
