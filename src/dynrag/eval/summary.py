@@ -57,8 +57,13 @@ def make_record(example: QAExample, answer: Mapping[str, Any], seconds: float, y
         "support": list(example.supporting),
         "support_found": [s_id for s_id in example.supporting if s_id in found],
         "generated_tokens": int(answer.get("generated_tokens") or 0),
+        "kept_tokens": int(answer.get("kept_tokens", answer.get("generated_tokens")) or 0),
         "seconds": round(seconds, 3),
     }
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return round(num / den, 6) if den else None
 
 
 def _mean(values: list[float]) -> float:
@@ -89,6 +94,11 @@ def summarize(
         "accuracy": _mean([s.em for s in scores]) if yes_no else None,
         "retrievals_per_question": _mean([float(p["retrievals"]) for p in preds]),
         "generated_tokens_per_question": _mean([float(p["generated_tokens"]) for p in preds]),
+        # Decoded tokens per kept token: the cost of generating text that is later thrown away.
+        "decoded_per_kept": _ratio(
+            sum(float(p["generated_tokens"]) for p in preds),
+            sum(float(p.get("kept_tokens", p["generated_tokens"])) for p in preds),
+        ),
         "seconds_per_question": _mean([float(p["seconds"]) for p in preds]),
         "support_recall": support_recall,
         "support_all": support_all,

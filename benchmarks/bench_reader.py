@@ -1,0 +1,51 @@
+"""Which bundled model reads better? Both answer the same HotpotQA questions with the gold
+(supporting) paragraphs in the prompt, and closed-book, with the project's shared prompt builder.
+
+    .venv/bin/python benchmarks/bench_reader.py --data ../shared/data/hotpotqa/hotpot_dev_distractor_sample.json --limit 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from dynrag.eval.loaders import load_examples
+from dynrag.eval.metrics import score_answer
+from dynrag.lm import load_lm
+from dynrag.methods.answering import answer_once
+from dynrag.methods.base import Trace
+from dynrag.methods.prompting import PromptBuilder
+from dynrag.retrieval.base import Hit
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="../shared/data/hotpotqa/hotpot_dev_distractor_sample.json")
+    ap.add_argument("--limit", type=int, default=40)
+    ap.add_argument("--models", default="bundled:smollm2,bundled:gemma3-270m")
+    args = ap.parse_args()
+    examples = list(load_examples("hotpotqa", args.data, limit=args.limit))
+    builder = PromptBuilder.for_dataset("hotpotqa")
+    print(f"{len(examples)} HotpotQA questions; gold = the supporting paragraphs in the prompt")
+    print(f"{'model':<22}{'setting':<13}{'EM':>7}{'F1':>7}{'s/q':>7}")
+    for spec in args.models.split(","):
+        lm = load_lm(spec, progress=False)
+        for setting in ("gold", "closed-book"):
+            em = f1 = 0.0
+            started = time.perf_counter()
+            for ex in examples:
+                by_id = {p.id: p for p in ex.contexts}
+                hits = [Hit(p.id, p.title, p.text, 1.0) for p in (by_id[i] for i in ex.supporting)]
+                trace = Trace(ex.question, "reader", lm.name)
+                answer = answer_once(lm, builder, trace, ex.question, hits if setting == "gold" else None,
+                                     96, time.perf_counter())
+                s = score_answer(answer.final_answer, answer.text, ex.answers)
+                em += s.em
+                f1 += s.f1
+            n = len(examples)
+            print(f"{spec:<22}{setting:<13}{em / n:>7.3f}{f1 / n:>7.3f}{(time.perf_counter() - started) / n:>7.1f}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

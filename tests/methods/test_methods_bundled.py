@@ -1,0 +1,90 @@
+"""Every method end to end on the bundled model and the demo index (slow integration tests)."""
+
+import re
+
+import pytest
+
+from dynrag.corpus import read_passages
+from dynrag.data import demo_passages_path, load_demo_questions
+from dynrag.lm import load_lm
+from dynrag.methods.prompting import PromptBuilder
+from dynrag.methods.registry import build_method, method_names
+from dynrag.retrieval.bm25 import BM25Index
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_lm("bundled", progress=False)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "index"
+    BM25Index.build(read_passages(demo_passages_path()), out, progress=False)
+    return BM25Index.load(out)
+
+
+@pytest.fixture(scope="module")
+def builder():
+    return PromptBuilder.for_dataset("default")
+
+
+@pytest.fixture(scope="module")
+def question():
+    return load_demo_questions()[0]
+
+
+@pytest.mark.parametrize("name", method_names())
+def test_every_method_answers_a_demo_question(name, lm, index, builder, question):
+    method = build_method(name, lm, None if name == "direct" else index, {"max_new_tokens": 64}, builder)
+    answer = method.answer(question.question)
+    assert answer.final_answer.strip(), answer.text
+    assert "so the answer is" in answer.text.lower()
+    data = answer.to_dict()
+    assert data["generated_tokens"] > 0
+    for retrieval in data["retrievals"]:
+        assert retrieval["query"].strip()
+        assert retrieval["hits"] and all(h["id"].startswith("demo-") for h in retrieval["hits"])
+
+
+def test_single_retrieves_a_supporting_passage(lm, index, builder, question):
+    answer = build_method("single", lm, index, {}, builder).answer(question.question)
+    (retrieval,) = answer.trace.retrievals
+    assert {h.id for h in retrieval.hits} & set(question.supporting)
+
+
+def test_dragin_threshold_zero_retrieves_with_a_nonempty_query(lm, index, builder, question):
+    answer = build_method("dragin", lm, index, {"theta": 0.0, "max_retrievals": 2}, builder).answer(question.question)
+    assert answer.trace.retrievals
+    assert answer.trace.retrievals[0].query.strip()
+
+
+def test_dragin_infinite_threshold_never_retrieves_and_answers_like_direct(lm, index, builder, question):
+    dragin = build_method("dragin", lm, index, {"theta": 1e12}, builder).answer(question.question)
+    direct = build_method("direct", lm, None, {}, builder).answer(question.question)
+    assert dragin.trace.retrievals == []
+    assert dragin.final_answer == direct.final_answer
+
+
+def test_fixed_sentence_retrieves_once_per_sentence_but_the_last(lm, index, builder, question):
+    answer = build_method("fixed_sentence", lm, index, {"max_retrievals": 10}, builder).answer(question.question)
+    sentences = [s for s in answer.trace.steps if s.kind == "generate" and s.kept_text.strip()]
+    assert len(answer.trace.retrievals) == len(sentences) - 1
+    for step, retrieval in zip(sentences, answer.trace.retrievals):
+        assert retrieval.query == " ".join(step.kept_text.split())
+        assert re.search(r"[.?!]$", step.kept_text.strip())
+
+
+def test_flare_retrieves_only_for_sentences_with_a_low_probability_token(lm, index, builder, question):
+    theta = 0.3
+    answer = build_method("flare", lm, index, {"theta": theta, "max_retrievals": 10}, builder).answer(question.question)
+    tentative = [s for s in answer.trace.steps if s.kind == "tentative"]
+    assert len(tentative) == len(answer.trace.retrievals)
+    for step in tentative:
+        assert any(p < theta for p, tok in zip(step.details["probabilities"], step.details["tokens"]) if tok.strip())
+    for step in answer.trace.steps:
+        if step.kind == "generate" and not step.details.get("regenerated"):
+            assert all(p >= theta for p, tok in zip(step.details["probabilities"], step.details["tokens"])
+                       if tok.strip())
