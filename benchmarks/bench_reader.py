@@ -23,14 +23,15 @@ def main() -> None:
     ap.add_argument("--data", default="../shared/data/hotpotqa/hotpot_dev_distractor_sample.json")
     ap.add_argument("--limit", type=int, default=40)
     ap.add_argument("--models", default="bundled:smollm2,bundled:gemma3-270m")
+    ap.add_argument("--settings", default="gold,closed-book")
     args = ap.parse_args()
     examples = list(load_examples("hotpotqa", args.data, limit=args.limit))
     builder = PromptBuilder.for_dataset("hotpotqa")
-    print(f"{len(examples)} HotpotQA questions; gold = the supporting paragraphs in the prompt")
-    print(f"{'model':<22}{'setting':<13}{'EM':>7}{'F1':>7}{'s/q':>7}")
+    print(f"{len(examples)} HotpotQA questions; gold = the supporting paragraphs in the prompt", flush=True)
+    print(f"{'model':<22}{'setting':<13}{'EM':>7}{'F1':>7}{'s/q':>7}", flush=True)
     for spec in args.models.split(","):
         lm = load_lm(spec, progress=False)
-        for setting in ("gold", "closed-book"):
+        for setting in args.settings.split(","):
             em = f1 = 0.0
             started = time.perf_counter()
             for ex in examples:

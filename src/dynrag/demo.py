@@ -31,7 +31,7 @@ def ensure_demo_index(console: Console) -> BM25Index:
     if not (out / "manifest.json").exists():
         console.print(f"building the demo index in {out}")
         BM25Index.build(read_passages(demo_passages_path()), out, progress=True)
-    return BM25Index.load(out)
+    return BM25Index.load(out, backend="numpy")
 
 
 def run_demo(console: Console, model_spec: str = "bundled", limit: int | None = None) -> dict[str, float]:

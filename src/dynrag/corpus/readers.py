@@ -1,0 +1,172 @@
+"""Streaming corpus readers: JSONL, DPR-style TSV and folders of text/markdown files.
+
+Every reader is a generator that holds one record at a time, so reading a corpus costs the same
+memory whether it has a thousand passages or twenty million. Bad input raises DataError naming
+the file (and the 1-based line where there is one) instead of a parser traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from dynrag.corpus.passage import Passage
+from dynrag.errors import DataError, DynragError
+
+FOLDER_SUFFIXES = (".txt", ".md")
+
+SUPPORTED_KINDS = (
+    ".jsonl (one JSON object per line with id, text and optional title)",
+    ".tsv (DPR-style, header id<TAB>text<TAB>title)",
+    "a folder of .txt/.md files",
+)
+
+# An ATX heading ("# Title", "## Title ##"); setext headings are rare in corpora and left out.
+_MD_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
+
+
+def read_passages(source: str | Path) -> Iterator[Passage]:
+    """Stream the passages of a corpus file or folder, choosing the reader from the path.
+
+    The path is checked here, before the first passage is asked for, so a typo fails at once.
+    """
+    path = Path(source)
+    if not path.exists():
+        raise DataError(str(path), "no such file or directory")
+    if path.is_dir():
+        return read_folder(path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return read_jsonl(path)
+    if suffix == ".tsv":
+        return read_tsv(path)
+    raise DynragError(
+        f"{path}: unsupported corpus kind {suffix or '(no suffix)'!r}; supported: "
+        + "; ".join(SUPPORTED_KINDS)
+    )
+
+
+def read_jsonl(path: str | Path) -> Iterator[Passage]:
+    """Yield one Passage per non-blank line of a JSONL file of {id, title?, text} objects."""
+    path = Path(path)
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
+    with f:
+        # Binary lines so that a non-UTF-8 byte is reported with its line, not mid-iteration.
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+                raise DataError(str(path), f"not valid JSON: {e}", lineno) from e
+            yield _passage_from_record(record, str(path), lineno)
+
+
+def read_tsv(path: str | Path) -> Iterator[Passage]:
+    """Yield passages from a DPR-style TSV (psgs_w100.tsv) whose header names id, text, title."""
+    path = Path(path)
+    try:
+        f = open(path, encoding="utf-8", newline="")
+    except OSError as e:
+        raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
+    with f:
+        reader = csv.reader(f, delimiter="\t")
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise DataError(str(path), "empty file: expected a header id<TAB>text<TAB>title", 1)
+            columns = [h.strip().lower() for h in header]
+            if "id" not in columns or "text" not in columns:
+                raise DataError(
+                    str(path),
+                    f"header must name the columns id, text and optionally title; found {header!r}",
+                    1,
+                )
+            i_id, i_text = columns.index("id"), columns.index("text")
+            i_title = columns.index("title") if "title" in columns else None
+            width = len(columns)
+            for row in reader:
+                if not row:  # csv yields [] for a blank line
+                    continue
+                if len(row) != width:
+                    raise DataError(
+                        str(path),
+                        f"expected {width} tab-separated fields, found {len(row)}",
+                        reader.line_num,
+                    )
+                title = row[i_title] if i_title is not None else ""
+                yield Passage(id=row[i_id], title=title, text=row[i_text])
+        except UnicodeDecodeError as e:
+            line = reader.line_num + 1  # the row being decoded, not yet counted by csv
+            raise DataError(str(path), f"not UTF-8 text: {e.reason}", line) from e
+        except csv.Error as e:
+            raise DataError(str(path), f"malformed TSV: {e}", reader.line_num) from e
+
+
+def read_folder(root: str | Path) -> Iterator[Passage]:
+    """Yield one passage per .txt/.md file under root (recursive, sorted by relative path).
+
+    Hidden files and folders (name starting with ".") are skipped, as are files that hold only
+    whitespace: they have nothing to retrieve.
+    """
+    root = Path(root)
+    for rel in _folder_files(root):
+        path = root / rel
+        try:
+            content = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(str(path), f"not UTF-8 text: {e.reason} at byte {e.start}") from e
+        except OSError as e:
+            raise DataError(str(path), f"cannot read: {e.strerror or e}") from e
+        if not content.strip():
+            continue
+        yield Passage(id=rel, title=_title_for(path, content), text=content)
+
+
+def _folder_files(root: Path) -> list[str]:
+    # Sorting needs every path up front; only relative paths are held, never contents.
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if name.startswith(".") or not name.lower().endswith(FOLDER_SUFFIXES):
+                continue
+            rel = Path(dirpath, name).relative_to(root).as_posix()
+            found.append(rel)
+    found.sort()
+    return found
+
+
+def _title_for(path: Path, content: str) -> str:
+    if path.suffix.lower() == ".md":
+        m = _MD_HEADING.search(content)
+        if m:
+            return m.group(1).strip()
+    return path.stem
+
+
+def _passage_from_record(record: object, path: str, lineno: int) -> Passage:
+    if not isinstance(record, dict):
+        raise DataError(path, f"expected a JSON object, found {type(record).__name__}", lineno)
+    pid = record.get("id")
+    # bool is an int subclass; an id of true/false is almost surely a mistake.
+    if isinstance(pid, int) and not isinstance(pid, bool):
+        pid = str(pid)
+    if not isinstance(pid, str):
+        raise DataError(path, "missing or non-string/int field 'id'", lineno)
+    text = record.get("text")
+    if not isinstance(text, str):
+        raise DataError(path, "missing or non-string field 'text'", lineno)
+    title = record.get("title")
+    if title is None:
+        title = ""
+    elif not isinstance(title, str):
+        raise DataError(path, "field 'title' must be a string", lineno)
+    return Passage(id=pid, title=title, text=text)

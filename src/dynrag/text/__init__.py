@@ -1,0 +1,1 @@
+"""Text utilities: sentence splitting, chunking and word-level helpers."""
