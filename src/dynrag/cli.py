@@ -66,16 +66,30 @@ def index(
     source: Path = typer.Argument(..., help="JSONL {id,title,text}, DPR-style TSV, or a folder of .txt/.md"),
     out: Path = typer.Option(..., "--out", help="Index directory to write (replaced atomically)."),
     chunk: str = typer.Option("none", "--chunk", help="none | tokens:SIZE:OVERLAP | sentences:N:OVERLAP"),
+    dense: bool = typer.Option(False, "--dense/--no-dense", help="Also embed the passages into OUT/dense (dense and hybrid search)."),
+    embedding_model: Optional[Path] = typer.Option(None, "--embedding-model", help="Sentence-embedding model directory (default: packaged all-MiniLM-L6-v2)."),
 ) -> None:
-    """Build a BM25 index from a corpus."""
+    """Build a BM25 index from a corpus (with --dense, its dense part too)."""
     with user_errors():
         from dynrag.corpus import read_passages
         from dynrag.retrieval.bm25 import BM25Index
         from dynrag.text.chunking import parse_chunk_spec
 
         spec = parse_chunk_spec(chunk)
+        if embedding_model is not None and not dense:
+            raise DynragError("--embedding-model applies to the dense part: add --dense")
+        embedder = None
+        if dense:  # load the model first: a bad --embedding-model fails before the BM25 build
+            from dynrag.retrieval.embedder import Embedder
+
+            embedder = Embedder.load(embedding_model)
         manifest = BM25Index.build(read_passages(source), out, progress=True, chunk=spec)
         console.print(f"indexed {manifest['passage_count']} passages into {out}")
+        if embedder is not None:
+            from dynrag.retrieval.dense import DenseIndex
+
+            dm = DenseIndex.build_alongside(out, embedder, progress=True)
+            console.print(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}")
 
 
 @app.command()
@@ -85,6 +99,9 @@ def ask(
     method: str = typer.Option("single", "--method", help="Answering method."),
     model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
     option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
+    preset: Optional[str] = typer.Option(
+        None, "--preset", help="Retrieval-chain preset of `single`: balanced | best (same as --option preset=NAME)."
+    ),
     exemplars: str = typer.Option("default", "--exemplars", help="Few-shot exemplar style (dataset name)."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write the full trace JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace JSON instead of the rendering."),
@@ -98,11 +115,15 @@ def ask(
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
-        options = parse_options(method, parse_option_pairs(option))  # fail before loading anything
+        values = parse_option_pairs(option)
+        if preset is not None:
+            values.setdefault("preset", preset)
+        options = parse_options(method, values)  # fail before loading anything
         builder = PromptBuilder.for_dataset(exemplars)
         if index_dir is None and method not in NO_RETRIEVAL:
             raise DynragError(f"method {method!r} retrieves: pass --index DIR (build one with `dynrag index`)")
-        retriever = BM25Index.load(index_dir) if index_dir is not None else None
+        # numpy: a single question should not wait for numba to compile (6-12 s per process).
+        retriever = BM25Index.load(index_dir, backend="numpy") if index_dir is not None else None
         lm = _load_lm_with_status(model)
         answer = build_method(method, lm, retriever, options, builder).answer(question)
         data = answer.to_dict()
@@ -130,7 +151,7 @@ def _register_subcommands() -> None:
     """Command groups that live in their own modules add themselves to the app here."""
     import importlib
 
-    for module in ("dynrag.eval.cli",):
+    for module in ("dynrag.eval.cli", "dynrag.retrieval.cli"):
         try:
             importlib.import_module(module).register(app, user_errors)
         except ModuleNotFoundError as exc:

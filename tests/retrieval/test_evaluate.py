@@ -1,0 +1,180 @@
+"""Retrieval metrics by hand, the evaluation loop with a fake retriever, and `dynrag eval-retrieval`."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from dynrag.cli import app
+from dynrag.corpus import Passage
+from dynrag.errors import ConfigError, DynragError
+from dynrag.eval.loaders import QAExample
+from dynrag.retrieval import Hit
+from dynrag.retrieval.evaluate import (
+    evaluate_retrieval,
+    parse_ks,
+    parse_retriever_options,
+    recall_at_k,
+    reciprocal_rank,
+    support_all_at_k,
+)
+from tests.eval import fixtures as fx
+
+
+def test_metrics_by_hand():
+    ranked = ["x", "g1", "y", "g2", "z"]
+    gold = ["g1", "g2"]
+    assert recall_at_k(ranked, gold, 1) == 0.0
+    assert recall_at_k(ranked, gold, 2) == 0.5
+    assert recall_at_k(ranked, gold, 3) == 0.5
+    assert recall_at_k(ranked, gold, 4) == 1.0
+    assert recall_at_k(ranked, gold + ["g1"], 2) == 0.5  # gold ids count once
+    assert recall_at_k(ranked, ["g1", "g2", "g3"], 10) == pytest.approx(2 / 3)
+    assert support_all_at_k(ranked, gold, 3) == 0.0
+    assert support_all_at_k(ranked, gold, 4) == 1.0
+    assert reciprocal_rank(ranked, gold) == 0.5
+    assert reciprocal_rank(["g2"], gold) == 1.0
+    assert reciprocal_rank(["a", "b"], gold) == 0.0
+    with pytest.raises(ValueError):
+        recall_at_k(ranked, [], 3)
+    with pytest.raises(ValueError):
+        support_all_at_k(ranked, [], 3)
+
+
+def test_parse_ks_and_options():
+    assert parse_ks("10,3") == [3, 10] and parse_ks("5") == [5] and parse_ks("3, 3,1") == [1, 3]
+    for bad in ("", "0", "a,3", "-1"):
+        with pytest.raises(ConfigError):
+            parse_ks(bad)
+    assert parse_retriever_options("hybrid", ["alpha=0.5", "fusion=rrf", "candidates=20"]) == {
+        "alpha": 0.5, "fusion": "rrf", "candidates": 20,
+    }
+    assert parse_retriever_options("milvus", ["mode=bm25", "uri=/tmp/x.db"]) == {"mode": "bm25", "uri": "/tmp/x.db"}
+    with pytest.raises(ConfigError, match="not an option of retriever 'bm25'"):
+        parse_retriever_options("bm25", ["alpha=0.3"])
+    with pytest.raises(ConfigError, match="alpha must be a float"):
+        parse_retriever_options("hybrid", ["alpha=high"])
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_retriever_options("hybrid", ["alpha"])
+    with pytest.raises(ConfigError, match="unknown retriever"):
+        parse_retriever_options("sparse", [])
+
+
+class Scripted:
+    """Returns a fixed ranking per query text."""
+
+    def __init__(self, rankings):
+        self.rankings = rankings
+        self.queries: list[str] = []
+
+    def search(self, query, k):
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries, k):
+        self.queries.extend(queries)
+        return [[Hit(pid, "", "", 1.0) for pid in self.rankings.get(q, [])[:k]] for q in queries]
+
+
+def ex(qid, question, supporting):
+    return QAExample(qid, question, ["a"], [Passage(s, "", s) for s in supporting], list(supporting))
+
+
+def test_evaluate_retrieval_by_hand():
+    examples = [
+        ex("1", "q1", ["g1", "g2"]),  # found at ranks 1 and 4
+        ex("2", "q2", ["g3"]),  # found at rank 2
+        ex("3", "q3", ["g4"]),  # not found
+        ex("4", "q4", []),  # no gold: left out
+    ]
+    retriever = Scripted({"q1": ["g1", "x", "y", "g2"], "q2": ["x", "g3"], "q3": ["x"]})
+    result = evaluate_retrieval(retriever, examples, ks=[1, 3], batch_size=2)
+    s = result.summary
+    assert s["n"] == 3 and s["n_without_support"] == 1
+    assert s["recall@1"] == pytest.approx((0.5 + 0 + 0) / 3)
+    assert s["recall@3"] == pytest.approx((0.5 + 1 + 0) / 3)
+    assert s["support_all@1"] == 0.0
+    assert s["support_all@3"] == pytest.approx(1 / 3)
+    assert s["mrr"] == pytest.approx((1 + 0.5 + 0) / 3) and s["mrr_depth"] == 3
+    assert s["queries_per_second"] > 0
+    assert result.rankings[0] == {"id": "1", "gold": ["g1", "g2"], "ranked": ["g1", "x", "y"]}
+    assert retriever.queries == ["q1", "q1", "q2", "q3"]  # one warm-up query, then each once
+
+
+def test_query_transform_hook():
+    retriever = Scripted({"q1 + passage": ["g1"]})
+    seen = []
+
+    def transform(questions):
+        seen.append(list(questions))
+        return [q + " + passage" for q in questions]
+
+    result = evaluate_retrieval(retriever, [ex("1", "q1", ["g1"])], ks=[1], query_transform=transform)
+    assert result.summary["recall@1"] == 1.0
+    assert seen == [["q1"], ["q1"]]
+    with pytest.raises(DynragError, match="returned 0 queries"):
+        evaluate_retrieval(retriever, [ex("1", "q1", ["g1"])], ks=[1], query_transform=lambda qs: [])
+    with pytest.raises(DynragError, match="no question has gold"):
+        evaluate_retrieval(retriever, [ex("1", "q1", [])], ks=[1])
+
+
+def run(args):
+    return CliRunner().invoke(app, ["eval-retrieval", *args])
+
+
+def test_eval_retrieval_cli_bm25(tmp_path):
+    data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
+    common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2"]
+    r = run([*common, "--retriever", "bm25", "--out", str(tmp_path / "bm25")])
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "bm25" / "summary.json").read_text())
+    assert s["retriever"] == "bm25" and s["n"] == 2 and s["corpus"] == "contexts" and s["k"] == [1, 2]
+    for key in ("recall@1", "recall@2", "support_all@1", "support_all@2", "mrr", "queries_per_second"):
+        assert key in s and key in r.stdout
+    assert 0 <= s["recall@2"] <= 1
+    lines = (tmp_path / "bm25" / "rankings.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["h1", "h2"]
+
+
+@pytest.mark.slow  # loads the embedding model twice (~10 s on a small CPU)
+def test_eval_retrieval_cli_dense_then_hybrid(tmp_path):
+    data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
+    common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2"]
+    # dense builds the dense part inside the pooled index; hybrid then reuses it via --corpus DIR.
+    r = run([*common, "--retriever", "dense", "--out", str(tmp_path / "dense")])
+    assert r.exit_code == 0, r.output
+    index_dir = tmp_path / "dense" / "contexts-index"
+    assert (index_dir / "dense" / "vectors.npy").exists()
+    r = run([*common, "--retriever", "hybrid", "--corpus", str(index_dir), "--option", "alpha=0.5",
+             "--option", "fusion=rrf", "--out", str(tmp_path / "hybrid")])
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "hybrid" / "summary.json").read_text())
+    assert s["options"] == {"alpha": 0.5, "fusion": "rrf"} and s["index"] == str(index_dir.resolve())
+    # "Is Lyon a city in France?" has one gold paragraph, which every retriever finds first.
+    rankings = [json.loads(x) for x in (tmp_path / "hybrid" / "rankings.jsonl").read_text().splitlines()]
+    assert rankings[1]["ranked"][0] == rankings[1]["gold"][0]
+
+
+def test_eval_retrieval_cli_milvus(tmp_path):
+    pytest.importorskip("milvus_lite")
+    data = fx.write_jsonl(tmp_path / "m.jsonl", fx.MUSIQUE)
+    r = run(["--dataset", "musique", "--data", str(data), "--retriever", "milvus", "--option", "mode=bm25",
+             "--out", str(tmp_path / "mil")])
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "mil" / "summary.json").read_text())
+    assert s["recall@3"] == 1.0 and s["options"] == {"mode": "bm25"}
+    assert (tmp_path / "mil" / "milvus.db").exists()
+
+
+def test_eval_retrieval_cli_errors_are_one_line(tmp_path):
+    data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
+    cases = [
+        (["--retriever", "sparse"], "unknown retriever"),
+        (["--retriever", "bm25", "--option", "alpha=1"], "not an option"),
+        (["--k", "0"], "--k"),
+        (["--corpus", str(tmp_path / "nope")], "no such index directory"),
+        (["--limit", "0"], "--limit"),
+    ]
+    for extra, message in cases:
+        r = run(["--dataset", "hotpotqa", "--data", str(data), "--out", str(tmp_path / "o"), *extra])
+        assert r.exit_code == 1, (extra, r.output)
+        assert message in r.output and "Traceback" not in r.output
