@@ -29,6 +29,7 @@ DEFAULT_RUNS = {
     "flare": ("flare", {}),
     "dragin": ("dragin", {}),
     "dragin-reference-behaviour": ("dragin", {"early_stop": False}),
+    "dragin-reference-variant": ("dragin", {"variant": "reference"}),
 }
 
 
@@ -52,31 +53,31 @@ def main() -> None:
         index = BM25Index.load(Path(tmp) / "idx")
         lm = load_lm(args.model, progress=False)
         builder = PromptBuilder.for_dataset(args.dataset)
-        rows = {}
+        n = len(examples)
+        print(f"{n} {args.dataset} questions, model {lm.name}, pooled-contexts BM25 index, options {args.option}")
+        print(f"{'run':<28}{'EM':>6}{'F1':>6}{'ret/q':>7}{'decoded/q':>10}{'kept/q':>8}{'waste':>7}{'s/q':>7}"
+              f"{'x single':>9}", flush=True)
+        single_seconds = None
         for name, (method_name, options) in runs.items():
             method = build_method(method_name, lm, index, options, builder)
-            stats = dict(em=0.0, f1=0.0, retrievals=0, decoded=0, kept=0)
+            r = dict(em=0.0, f1=0.0, retrievals=0, decoded=0, kept=0)
             started = time.perf_counter()
             for ex in examples:
                 answer = method.answer(ex.question)
                 s = score_answer(answer.final_answer, answer.text, ex.answers)
-                stats["em"] += s.em
-                stats["f1"] += s.f1
-                stats["retrievals"] += len(answer.trace.retrievals)
-                stats["decoded"] += answer.trace.generated_tokens
-                stats["kept"] += answer.trace.kept_tokens
-            stats["seconds"] = time.perf_counter() - started
-            rows[name] = stats
-            print(f"  done {name} ({stats['seconds']:.0f} s)", flush=True)
-    n = len(examples)
-    base = rows.get("single", {}).get("seconds")
-    print(f"\n{n} {args.dataset} questions, model {lm.name}, pooled-contexts BM25 index, options {args.option}")
-    print(f"{'run':<28}{'EM':>6}{'F1':>6}{'ret/q':>7}{'decoded/q':>10}{'kept/q':>8}{'waste':>7}{'s/q':>7}{'x single':>9}")
-    for name, r in rows.items():
-        waste = r["decoded"] / r["kept"] if r["kept"] else float("nan")
-        rel = f"{r['seconds'] / base:.2f}" if base else "-"
-        print(f"{name:<28}{r['em'] / n:>6.3f}{r['f1'] / n:>6.3f}{r['retrievals'] / n:>7.2f}{r['decoded'] / n:>10.1f}"
-              f"{r['kept'] / n:>8.1f}{waste:>7.3f}{r['seconds'] / n:>7.1f}{rel:>9}")
+                r["em"] += s.em
+                r["f1"] += s.f1
+                r["retrievals"] += len(answer.trace.retrievals)
+                r["decoded"] += answer.trace.generated_tokens
+                r["kept"] += answer.trace.kept_tokens
+            seconds = time.perf_counter() - started
+            if name == "single":
+                single_seconds = seconds
+            waste = r["decoded"] / r["kept"] if r["kept"] else float("nan")
+            rel = f"{seconds / single_seconds:.2f}" if single_seconds else "-"
+            print(f"{name:<28}{r['em'] / n:>6.3f}{r['f1'] / n:>6.3f}{r['retrievals'] / n:>7.2f}"
+                  f"{r['decoded'] / n:>10.1f}{r['kept'] / n:>8.1f}{waste:>7.3f}{seconds / n:>7.1f}{rel:>9}",
+                  flush=True)
 
 
 if __name__ == "__main__":
