@@ -52,7 +52,7 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
 }
 
 # Chosen by measuring both as readers on HotpotQA (benchmarks/RESULTS.md, "Choosing the bundled reader").
-DEFAULT_BUNDLED = "gemma3-270m"
+DEFAULT_BUNDLED = "smollm2"
 
 
 def cache_root() -> Path:
