@@ -24,11 +24,11 @@ from dynrag.retrieval.bm25 import BM25Index
 
 DEFAULT_RUNS = {
     "single": ("single", {}),
-    "fixed_length": ("fixed_length", {}),
-    "fixed_sentence": ("fixed_sentence", {}),
-    "flare": ("flare", {}),
     "dragin": ("dragin", {}),
     "dragin-reference-behaviour": ("dragin", {"early_stop": False}),
+    "flare": ("flare", {}),
+    "fixed_sentence": ("fixed_sentence", {}),
+    "fixed_length": ("fixed_length", {}),
     "dragin-reference-variant": ("dragin", {"variant": "reference"}),
 }
 
