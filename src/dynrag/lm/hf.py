@@ -230,6 +230,52 @@ class HFLanguageModel:
             matrix[i, : len(row)] = row
         return ids, matrix
 
+    def first_token_id(self, text: str) -> int:
+        """The id of the first token of `text` (no special tokens): how a one-word answer starts."""
+        ids = self.tokenizer(text, add_special_tokens=False).input_ids
+        if not ids:
+            raise ValueError(f"{text!r} encodes to no tokens")
+        return int(ids[0])
+
+    @torch.inference_mode()
+    def next_token_logprobs(self, prompt: str | Prompt, candidates: Sequence[str]) -> np.ndarray:
+        """Natural-log probability that the token after `prompt` is the first token of each
+        candidate string, from one forward pass (used by the LM-pointwise reranker)."""
+        ids, _ = self._encode_prompt(Prompt.of(prompt))
+        wanted = [self.first_token_id(c) for c in candidates]
+        logits = self.model(
+            input_ids=torch.tensor([ids], device=self.model.device), use_cache=False, logits_to_keep=1
+        ).logits[0, -1]
+        return torch.log_softmax(logits.float(), dim=-1)[wanted].cpu().numpy()
+
+    @torch.inference_mode()
+    def text_logprobs(self, text: str, chunk: int = 128) -> tuple[list[int], list[tuple[int, int]], np.ndarray]:
+        """(token ids, char offsets, log p of each token given the ones before it) for `text`, from
+        one forward pass; the first token (BOS when the tokenizer adds one) has no context: NaN.
+
+        The LM head runs over `chunk` positions at a time, so a 262k-word vocabulary never needs
+        a (length x vocabulary) matrix at once.
+        """
+        enc = self.tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+        ids = list(enc.input_ids)
+        offsets = [tuple(o) for o in enc.offset_mapping]
+        out = np.full(len(ids), np.nan, dtype=np.float32)
+        if len(ids) < 2:
+            return ids, offsets, out
+        tensor = torch.tensor([ids], device=self.model.device)
+        hidden = self.model.base_model(input_ids=tensor, use_cache=False).last_hidden_state[0]
+        head = self.model.get_output_embeddings()
+        softcap = getattr(self.model.config, "final_logit_softcapping", None)
+        for start in range(0, len(ids) - 1, chunk):
+            stop = min(start + chunk, len(ids) - 1)
+            logits = head(hidden[start:stop]).float()
+            if softcap:
+                logits = torch.tanh(logits / softcap) * softcap
+            log_p = torch.log_softmax(logits, dim=-1)
+            nxt = tensor[0, start + 1 : stop + 1]
+            out[start + 1 : stop + 1] = log_p.gather(1, nxt[:, None])[:, 0].cpu().numpy()
+        return ids, offsets, out
+
 
 def _stop_position(text: str, stop: Sequence[str], last_piece_len: int) -> int | None:
     """Char position where the earliest stop string begins, searching only where it can be new."""

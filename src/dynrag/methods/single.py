@@ -1,4 +1,10 @@
-"""single (SR-RAG): retrieve once with the question, put the top-k passages in the prompt, answer."""
+"""single (SR-RAG): retrieve once with the question, put the top-k passages in the prompt, answer.
+
+With chain options (methods/chain.py) the retrieval becomes the best-practice chain: query
+classification (may skip retrieval: the model then answers directly), HyDE, reranking, repacking
+and compression; `preset=balanced` / `preset=best` choose the paper's recommended settings. All
+off by default: plain top-k retrieval for the question.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,14 @@ from typing import ClassVar
 
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.answering import answer_once
-from dynrag.methods.base import Answer, MethodOptions, Retrieval, Trace
+from dynrag.methods.base import Answer, MethodOptions, Trace
+from dynrag.methods.chain import ChainOptions, RetrievalChain
 from dynrag.methods.direct import require_question
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.retrieval.base import Retriever
 
 
-class SingleOptions(MethodOptions):
+class SingleOptions(ChainOptions):
     pass
 
 
@@ -23,11 +30,12 @@ class Single:
 
     def __init__(self, lm: LanguageModel, builder: PromptBuilder, options: SingleOptions, retriever: Retriever):
         self.lm, self.builder, self.options, self.retriever = lm, builder, options, retriever
+        self.chain = RetrievalChain(lm, retriever, options)
+        self.chain.prepare()  # loads only what the options need; bad options fail here
 
     def answer(self, question: str) -> Answer:
         question = require_question(question)
         started = time.perf_counter()
         trace = Trace(question, self.name, self.lm.name, self.options.model_dump())
-        hits = self.retriever.search(question, self.options.k)
-        trace.retrievals.append(Retrieval(query=question, hits=hits, position=0, reason="before generation"))
+        hits = self.chain.retrieve(question, trace) if self.chain.needs_retrieval(question, trace) else None
         return answer_once(self.lm, self.builder, trace, question, hits, self.options.max_new_tokens, started)
