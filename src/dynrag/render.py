@@ -69,7 +69,7 @@ def render_answer(console: Console, answer: Answer, gold: list[str] | None = Non
         console.print(
             Text.assemble(
                 (f"  retrieval {n}", "bold magenta"),
-                (f" [{retrieval.reason}]" if retrieval.reason else "", "magenta"),
+                (f" [{retrieval.reason}]" if retrieval.reason and retrieval.position else "", "magenta"),
                 (f" after {retrieval.position} tokens" if retrieval.position else " before generation", "dim"),
                 ("  query: ", "dim"),
                 _shorten(retrieval.query, 120),
