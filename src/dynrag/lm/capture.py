@@ -2,7 +2,7 @@
 
 Every layer runs transformers' sdpa kernel. The last layer, when its recorder is active, also
 computes softmax(QK^T * scaling + mask) for the newest query rows and keeps their mean over heads.
-This avoids `output_attentions=True` (all layers, and empty under sdpa in transformers 5) and a
+This avoids asking the model for every layer's attentions (costly, and empty under sdpa in transformers 5) and a
 second forward pass. The recorder hangs on the model's own last attention module: no global state.
 """
 
