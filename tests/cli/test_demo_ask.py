@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dynrag.data import load_demo_questions
+from dynrag.demo import ordered_demo_questions
 
 pytestmark = pytest.mark.slow
 
@@ -23,11 +23,12 @@ def test_demo_prints_answers_passages_and_times():
     r = dynrag("demo", "--limit", "2", env=dict(os.environ, COLUMNS="200"))
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    questions = load_demo_questions()[:2]
+    questions = ordered_demo_questions()[:2]
     for q in questions:
         assert q.question in out
     assert out.count("retrieval 1") == 2
     assert "without retrieval" in out and "exact match" in out
+    assert re.search(r"single-hop\s.*\s2\s.*/2\s.*/2", out)  # the summary row of the two questions asked
     assert re.search(r"\d+\.\d s", out)  # time taken per answer
     assert re.search(r"^\s+\d+\.\d\d\s+\S", out, flags=re.MULTILINE)  # passages with their scores
 

@@ -24,6 +24,11 @@ class DemoQuestion:
     question: str
     answers: list[str]
     supporting: list[str]
+    type: str = "bridge"
+
+    @property
+    def hops(self) -> str:
+        return "single-hop" if self.type == "single-hop" else "multi-hop"
 
 
 def load_demo_questions() -> list[DemoQuestion]:
@@ -36,7 +41,13 @@ def load_demo_questions() -> list[DemoQuestion]:
             try:
                 row = json.loads(line)
                 questions.append(
-                    DemoQuestion(row["id"], row["question"], list(row["answers"]), list(row.get("supporting", [])))
+                    DemoQuestion(
+                        row["id"],
+                        row["question"],
+                        list(row["answers"]),
+                        list(row.get("supporting", [])),
+                        str(row.get("type", "bridge")),
+                    )
                 )
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise DataError(str(path), f"bad demo question ({exc})", line_no) from exc
