@@ -288,3 +288,18 @@ def test_numba_backend_gives_the_same_hits(index_dir, index):
         assert fast.backend == "numba"
         queries = ["rock band drummer", "capital city", "the of", "honey"]
         assert fast.search_batch(queries, k=3) == index.search_batch(queries, k=3)
+
+
+def test_search_rows_batch_matches_search_batch_without_reading_passages(index):
+    queries = ["rock band Toronto", "the of and", "capital city", "xylophone"]
+    rows, scores = index.search_rows_batch(queries, 4)
+    assert rows.shape == scores.shape == (4, 4)
+    hits = index.search_batch(queries, 4)
+    for qi, query_hits in enumerate(hits):
+        matched = rows[qi][rows[qi] >= 0]
+        assert [index.passage(int(r)).id for r in matched] == [h.id for h in query_hits]
+        assert scores[qi][: len(matched)].tolist() == pytest.approx([h.score for h in query_hits])
+        assert (scores[qi][len(matched):] == 0).all() and (rows[qi][len(matched):] == -1).all()
+    assert (rows[1] == -1).all() and (rows[3] == -1).all()  # stopwords only; unknown word
+    assert (rows[0] >= 0).sum() >= 1 and (rows[2] >= 0).sum() >= 2
+    assert (np.diff(scores[2]) <= 0).all()

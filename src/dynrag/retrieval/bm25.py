@@ -268,25 +268,48 @@ class BM25Index:
     def search(self, query: str, k: int) -> list[Hit]:
         return self.search_batch([query], k)[0]
 
+    def search_rows_batch(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Passage rows and scores of the top k per query, best first: two (len(queries), k)
+        arrays, without reading any passage. A slot whose passage shares no term with the query
+        has row -1 and score 0. Use ``passage(row)`` for the text; ``search_batch`` does both."""
+        k = min(k, self._n)
+        rows = np.full((len(queries), max(k, 0)), -1, dtype=np.int64)
+        scores = np.zeros((len(queries), max(k, 0)), dtype=np.float32)
+        if k <= 0 or not queries:
+            return rows, scores
+        token_ids = self._tokenizer.query_ids(queries)
+        active = [i for i, ids in enumerate(token_ids) if ids]
+        if not active:
+            return rows, scores
+        if len(active) < len(token_ids):
+            token_ids = [token_ids[i] for i in active]
+        # One retrieve call for the whole batch: bm25s's per-call overhead dominates otherwise.
+        docs, found = self._bm25.retrieve(
+            token_ids, k=k, show_progress=False, n_threads=self.n_threads, return_as="tuple"
+        )
+        docs, found = np.asarray(docs).reshape(len(active), k), np.asarray(found).reshape(len(active), k)
+        if len(active) == len(queries):
+            rows[:], scores[:] = docs, found
+        else:
+            rows[active], scores[active] = docs, found
+        rows[scores <= 0.0] = -1
+        return rows, scores
+
     def search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         """Top-k hits per query, best first. Passages sharing no term with a query are not
         returned, so a query of only stopwords/unknown words gets [] and k above the corpus
         size is clamped."""
         results: list[list[Hit]] = [[] for _ in queries]
-        k = min(k, self._n)
-        if k <= 0 or not queries:
+        row_matrix, score_matrix = self.search_rows_batch(queries, k)
+        if row_matrix.size == 0:
             return results
-        token_ids = self._tokenizer.query_ids(queries)
-        active = [i for i, ids in enumerate(token_ids) if ids]
+        k = row_matrix.shape[1]
+        active = [i for i in range(len(queries)) if row_matrix[i, 0] >= 0]
         if not active:
             return results
-        if len(active) < len(token_ids):
-            token_ids = [token_ids[i] for i in active]
-        # One retrieve call for the whole batch: bm25s's per-call overhead dominates otherwise.
-        docs, scores = self._bm25.retrieve(
-            token_ids, k=k, show_progress=False, n_threads=self.n_threads, return_as="tuple"
-        )
-        rows = np.asarray(docs).reshape(-1)
+        rows = row_matrix[active].reshape(-1)
+        scores = score_matrix[active]
+        rows = np.where(rows < 0, 0, rows)  # unmatched slots are skipped below by their score
         line_starts = self._offsets[rows].tolist()
         line_ends = self._offsets[rows + 1].tolist()
         title_at, text_at = np.asarray(self._fields[rows], dtype=np.int64).T.tolist()
