@@ -110,6 +110,7 @@ def test_answer_and_trace_serialise(lm, index, builder, name):
     for key in ("question", "answer", "final_answer", "retrievals", "generated_tokens", "steps"):
         assert key in data
     assert data["generated_tokens"] >= data["kept_tokens"] > 0
+    assert data["waste_ratio"] == pytest.approx(data["generated_tokens"] / data["kept_tokens"], abs=1e-4)
 
 
 def test_unknown_option_lists_valid_ones():

@@ -92,6 +92,8 @@ class Answer:
             "retrievals": [r.to_dict() for r in t.retrievals],
             "generated_tokens": t.generated_tokens,
             "kept_tokens": t.kept_tokens,
+            # decoded per kept token: the cost of text generated and then thrown away
+            "waste_ratio": round(t.generated_tokens / t.kept_tokens, 4) if t.kept_tokens else None,
             "seconds": round(t.seconds, 3),
             "steps": [s.to_dict() for s in t.steps],
         }
