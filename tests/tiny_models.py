@@ -73,3 +73,11 @@ def tiny_gemma3(vocab_size: int, seed: int = 0, attn: str = "sdpa") -> Gemma3For
         attn_implementation=attn,
     )
     return Gemma3ForCausalLM(config).eval()
+
+
+def tiny_llama_lm(seed: int = 0):
+    """The tiny Llama behind dynrag's own model wrapper, with the word-level tokenizer."""
+    from dynrag.lm.hf import HFLanguageModel
+
+    tok = tiny_tokenizer()
+    return HFLanguageModel(tiny_llama(len(tok), seed=seed), tok, name="tiny")

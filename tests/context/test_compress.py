@@ -17,10 +17,9 @@ from dynrag.context.compress import (
     sentence_units,
 )
 from dynrag.errors import ConfigError
-from dynrag.lm.hf import HFLanguageModel
 from dynrag.retrieval.base import Hit
 from dynrag.retrieval.embedder import Embedder
-from tests.tiny_models import tiny_llama, tiny_tokenizer
+from tests.tiny_models import tiny_llama_lm
 
 
 def test_select_within_budget_by_hand():
@@ -111,8 +110,7 @@ def test_bad_budgets_are_config_errors(embedder):
 
 @pytest.fixture(scope="module")
 def lm():
-    tok = tiny_tokenizer()
-    return HFLanguageModel(tiny_llama(len(tok), seed=11), tok, name="tiny")
+    return tiny_llama_lm(seed=11)
 
 
 TINY_HITS = [

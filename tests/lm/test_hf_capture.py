@@ -6,7 +6,7 @@ import torch
 
 from dynrag.lm.base import Prompt
 from dynrag.lm.hf import HFLanguageModel
-from tests.tiny_models import tiny_gemma3, tiny_llama, tiny_tokenizer
+from tests.tiny_models import tiny_gemma3, tiny_llama, tiny_llama_lm, tiny_tokenizer
 
 BUILDERS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
 PROMPT = "the bridge of the town was built in 1887 by the engineer who was born in lyon . question : who built the bridge ? answer :"
@@ -106,8 +106,7 @@ def test_segments_map_prompt_positions():
 
 
 def test_stop_string_cuts_text_and_tokens_together():
-    tok = tiny_tokenizer()
-    lm = HFLanguageModel(tiny_llama(len(tok), seed=1), tok, name="tiny")
+    lm = tiny_llama_lm(seed=1)
     free = lm.generate(PROMPT, max_new_tokens=10)
     assert len(free.pieces) >= 4
     stop_word = free.pieces[3].strip()
@@ -137,8 +136,7 @@ def test_reusable_prefix_gives_identical_generation(pair):
 
 
 def test_stop_after_keeps_the_match_and_counts_the_trimmed_token():
-    tok = tiny_tokenizer()
-    lm = HFLanguageModel(tiny_llama(len(tok), seed=1), tok, name="tiny")
+    lm = tiny_llama_lm(seed=1)
     free = lm.generate(PROMPT, max_new_tokens=10)
     word = free.pieces[2].strip()
     stopped = lm.generate(PROMPT, max_new_tokens=10, stop_after=[word + " "])
@@ -148,8 +146,7 @@ def test_stop_after_keeps_the_match_and_counts_the_trimmed_token():
 
 
 def test_stop_when_sees_state_and_stops():
-    tok = tiny_tokenizer()
-    lm = HFLanguageModel(tiny_llama(len(tok), seed=1), tok, name="tiny")
+    lm = tiny_llama_lm(seed=1)
     seen = []
     def after_five(state):
         seen.append((len(state.token_ids), len(state.attention_rows)))

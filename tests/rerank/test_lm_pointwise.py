@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from dynrag.errors import ConfigError
-from dynrag.lm.hf import HFLanguageModel
 from dynrag.rerank.lm_pointwise import RELEVANCE_PROMPT, LMPointwiseReranker, yes_probability
 from dynrag.retrieval.base import Hit
-from tests.tiny_models import tiny_llama, tiny_tokenizer
+from tests.tiny_models import tiny_llama_lm
 
 # The tiny vocabulary has no "yes"/"no": two of its words stand in for them.
 YES, NO = (" north",), (" south",)
@@ -18,8 +17,7 @@ YES, NO = (" north",), (" south",)
 
 @pytest.fixture(scope="module")
 def lm():
-    tok = tiny_tokenizer()
-    return HFLanguageModel(tiny_llama(len(tok), seed=7), tok, name="tiny")
+    return tiny_llama_lm(seed=7)
 
 
 HITS = [

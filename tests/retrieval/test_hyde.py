@@ -3,18 +3,16 @@
 import pytest
 
 from dynrag.corpus.passage import Passage
-from dynrag.lm.hf import HFLanguageModel
 from dynrag.retrieval.bm25 import BM25Index
 from dynrag.retrieval.hyde import HYDE_PROMPT, HydeRetriever, hyde_query, hypothetical_passage, join_query
-from tests.tiny_models import tiny_llama, tiny_tokenizer
+from tests.tiny_models import tiny_llama_lm
 
 QUESTION = "who built the bridge ?"
 
 
 @pytest.fixture(scope="module")
 def lm():
-    tok = tiny_tokenizer()
-    return HFLanguageModel(tiny_llama(len(tok), seed=1), tok, name="tiny")
+    return tiny_llama_lm(seed=1)
 
 
 def test_hyde_query_is_the_question_then_the_models_passage(lm):
