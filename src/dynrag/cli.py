@@ -102,6 +102,14 @@ def ask(
     preset: Optional[str] = typer.Option(
         None, "--preset", help="Retrieval-chain preset of `single`: balanced | best (same as --option preset=NAME)."
     ),
+    retriever: Optional[str] = typer.Option(
+        None, "--retriever",
+        help="bm25 | dense | hybrid | milvus over --index (dense parts are built into it on first use). "
+        "Default: bm25, or hybrid with --preset balanced|best.",
+    ),
+    retriever_option: list[str] = typer.Option(
+        [], "--retriever-option", help="Retriever option KEY=VALUE (repeatable), e.g. alpha=0.3 for hybrid."
+    ),
     exemplars: str = typer.Option("default", "--exemplars", help="Few-shot exemplar style (dataset name)."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write the full trace JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace JSON instead of the rendering."),
@@ -111,7 +119,7 @@ def ask(
         from dynrag.methods.prompting import PromptBuilder
         from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_option_pairs, parse_options
         from dynrag.render import render_answer
-        from dynrag.retrieval.bm25 import BM25Index
+        from dynrag.retrieval.factory import open_retriever, resolve_retriever, with_numpy_bm25
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
@@ -122,10 +130,16 @@ def ask(
         builder = PromptBuilder.for_dataset(exemplars)
         if index_dir is None and method not in NO_RETRIEVAL:
             raise DynragError(f"method {method!r} retrieves: pass --index DIR (build one with `dynrag index`)")
-        # numpy: a single question should not wait for numba to compile (6-12 s per process).
-        retriever = BM25Index.load(index_dir, backend="numpy") if index_dir is not None else None
+        if method in NO_RETRIEVAL and (retriever or retriever_option):
+            raise DynragError(f"--retriever/--retriever-option: method {method!r} does not retrieve")
+        searcher = None
+        if index_dir is not None and method not in NO_RETRIEVAL:
+            name, searcher_options = resolve_retriever(retriever, retriever_option, options.model_dump())
+            searcher = open_retriever(
+                name, index_dir, with_numpy_bm25(name, searcher_options), work_dir=index_dir, progress=True
+            )
         lm = _load_lm_with_status(model)
-        answer = build_method(method, lm, retriever, options, builder).answer(question)
+        answer = build_method(method, lm, searcher, options, builder).answer(question)
         data = answer.to_dict()
         if trace is not None:
             write_json_atomic(trace, data)

@@ -12,7 +12,7 @@ import pytest
 
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.rundir import read_predictions
-from dynrag.eval.runner import EvalRequest, run_eval
+from dynrag.eval.runner import EvalRequest, resolve_config, run_eval
 from dynrag.eval.summary import METRIC_KEYS, summarize
 from tests.eval import fixtures as fx
 from tests.eval.fakes import factory
@@ -209,7 +209,7 @@ SCRIPT = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from dynrag.eval.runner import EvalRequest, run_eval
+from dynrag.eval.runner import EvalRequest, resolve_config, run_eval
 from tests.eval.fakes import factory
 req = EvalRequest(dataset="jsonl", data=Path({data!r}), method="single", out=Path({out!r}), corpus="contexts")
 run_eval(req, method_factory=factory({{}}, sleep=0.2), progress=False)
@@ -268,3 +268,50 @@ def test_corpus_dir_uses_a_built_index_and_matches_support_by_content(tmp_path):
     preds = read_predictions(tmp_path / "run")
     assert preds[0]["retrieved_ids"][0] == "p0" and preds[0]["support_found"] == preds[0]["support"]
     assert summary["support_recall"] == 1.0 and summary["support_all"] == 1.0
+
+
+def test_retriever_choice_is_recorded_and_used(tmp_path):
+    """--retriever dense: the real packaged embedder embeds the pooled contexts once, the method
+    gets a dense retriever, and the choice is part of the run's config."""
+    from dynrag.retrieval.dense import DenseIndex
+
+    rows, answers = rows_and_answers(3)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
+    built = []
+    run_eval(request(tmp_path, data, retriever="dense", retriever_options=["batch_size=8"]),
+             method_factory=factory(answers, built=built), progress=False)
+    config, retriever, method = built[0]
+    assert isinstance(retriever, DenseIndex)
+    assert (config["retriever"], config["retriever_options"]) == ("dense", {"batch_size": 8})
+    assert (tmp_path / "run" / "contexts-index" / "dense").is_dir()
+    # each question's first hit is one of its own context paragraphs (the fixture's answers are in them)
+    records = [json.loads(line) for line in lines(tmp_path / "run")]
+    assert all(r["retrievals"] == 1 for r in records)
+    with pytest.raises(ConfigError, match=r"retriever: \"dense\" -> \"bm25\""):
+        run_eval(request(tmp_path, data), method_factory=factory(answers), progress=False)
+
+
+def test_preset_balanced_defaults_to_hybrid_and_old_runs_resume_as_bm25(tmp_path):
+    rows, answers = rows_and_answers(2)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
+    config = resolve_config(request(tmp_path, data, options={"preset": "balanced"}))
+    assert (config["retriever"], config["retriever_options"]) == ("hybrid", {})
+    # a run directory written before the retriever was recorded resumes as the bm25 run it was
+    run_eval(request(tmp_path, data, limit=1), method_factory=factory(answers), progress=False)
+    cfg_path = tmp_path / "run" / "config.json"
+    old = json.loads(cfg_path.read_text())
+    del old["retriever"], old["retriever_options"]
+    cfg_path.write_text(json.dumps(old))
+    resumed = run_eval(request(tmp_path, data, limit=1), method_factory=factory(answers), progress=False)
+    assert resumed["n"] == 1
+    with pytest.raises(ConfigError, match="retriever"):
+        run_eval(request(tmp_path, data, limit=1, retriever="dense"), method_factory=factory(answers), progress=False)
+
+
+def test_retriever_flags_on_a_method_that_does_not_retrieve_are_an_error(tmp_path):
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
+    with pytest.raises(ConfigError, match="method 'direct' does not retrieve"):
+        run_eval(request(tmp_path, data, method="direct", retriever="dense"), method_factory=factory(), progress=False)
+    with pytest.raises(ConfigError, match=r"--retriever-option alpha: not an option of retriever 'bm25'"):
+        run_eval(request(tmp_path, data, retriever_options=["alpha=0.3"]), method_factory=factory(), progress=False)
+    assert not (tmp_path / "run").exists()

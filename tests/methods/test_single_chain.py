@@ -206,6 +206,23 @@ def test_ask_takes_the_preset(lm, index_dir, monkeypatch, flag):
     data = json.loads(result.stdout)
     assert data["options"]["preset"] == "balanced" and data["options"]["rerank"] == "embedding"
     assert [s["kind"] for s in data["steps"]][:4] == ["classify", "rerank", "repack", "compress"]
+    # the paper's balanced configuration searches with Hybrid: the dense part was built into the index
+    assert (index_dir / "dense" / "vectors.npy").is_file()
+
+
+def test_ask_retriever_flags(lm, index_dir, monkeypatch):
+    import dynrag.cli as cli
+
+    monkeypatch.setattr(cli, "_load_lm_with_status", lambda spec: lm)
+    ask = ["ask", QUESTION, "--index", str(index_dir), "--option", "max_new_tokens=4", "--json"]
+    result = CliRunner().invoke(cli.app, [*ask, "--retriever", "dense", "--option", "k=2"])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)["retrievals"][0]["hits"]
+    assert len(hits) == 2 and all(-1.0 <= h["score"] <= 1.0 for h in hits)  # cosine scores, not BM25's
+    bad = CliRunner().invoke(cli.app, [*ask, "--retriever", "sparse"])
+    assert bad.exit_code != 0 and "choose one of: bm25, dense, hybrid, milvus" in bad.output
+    bad = CliRunner().invoke(cli.app, [*ask, "--method", "direct", "--retriever", "dense"])
+    assert bad.exit_code != 0 and "method 'direct' does not retrieve" in bad.output
 
 
 # -- the bundled model (slow) -------------------------------------------------------------------

@@ -13,11 +13,11 @@ from dynrag.retrieval import Hit
 from dynrag.retrieval.evaluate import (
     evaluate_retrieval,
     parse_ks,
-    parse_retriever_options,
     recall_at_k,
     reciprocal_rank,
     support_all_at_k,
 )
+from dynrag.retrieval.factory import parse_retriever_options
 from tests.eval import fixtures as fx
 
 

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 DATASET_NAMES = "hotpotqa, 2wikimultihopqa, musique, strategyqa, iirc, popqa, jsonl"
+RETRIEVER_HELP = "Retriever over the corpus: bm25 | dense | hybrid | milvus (dense parts are built on first use)."
 
 
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
@@ -25,6 +26,12 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
         model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
         option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
+        retriever: Optional[str] = typer.Option(
+            None, "--retriever", help=f"{RETRIEVER_HELP} Default: bm25, or hybrid with --option preset=balanced|best."
+        ),
+        retriever_option: list[str] = typer.Option(
+            [], "--retriever-option", help="Retriever option KEY=VALUE (repeatable), as in `dynrag eval-retrieval --option`."
+        ),
         exemplars: Optional[str] = typer.Option(
             None, "--exemplars", help="Few-shot exemplar style (default: the dataset's own)."
         ),
@@ -54,6 +61,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 aliases=aliases,
                 skip_bad=skip_bad,
                 baseline=baseline,
+                retriever=retriever,
+                retriever_options=list(retriever_option),
             )
             err = Console(stderr=True)
             run_eval(req, console=err, progress=progress and err.is_terminal)

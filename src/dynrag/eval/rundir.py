@@ -69,6 +69,9 @@ def open_run(run_dir: Path, config: dict[str, Any]) -> None:
             raise ConfigError(f"{run_dir}: has {PREDICTIONS} but no {CONFIG}; choose another --out")
         write_json(run_dir / CONFIG, config)
         return
+    if "retriever" not in old:  # written before the retriever was a choice: it was bm25
+        retrieving = old.get("corpus") is not None
+        old = {**old, "retriever": "bm25" if retrieving else None, "retriever_options": {} if retrieving else None}
     diffs = config_differences(old, config)
     if diffs:
         raise ConfigError(

@@ -57,6 +57,8 @@ class EvalRequest:
     aliases: Path | None = None
     skip_bad: bool = False
     baseline: Path | None = None
+    retriever: str | None = None  # bm25 | dense | hybrid | milvus; None: the preset's, else bm25
+    retriever_options: list[str] = field(default_factory=list)  # raw KEY=VALUE values
 
 
 def file_sha256(path: Path) -> str:
@@ -96,7 +98,14 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         raise ConfigError("--aliases applies to --dataset 2wikimultihopqa only")
     corpus: str | None = None
     corpus_sha = None
+    retriever: str | None = None
+    retriever_options: dict[str, Any] | None = None
+    if req.method in NO_RETRIEVAL and (req.retriever or req.retriever_options):
+        raise ConfigError(f"--retriever/--retriever-option: method {req.method!r} does not retrieve")
     if req.method not in NO_RETRIEVAL:
+        from dynrag.retrieval.factory import resolve_retriever
+
+        retriever, retriever_options = resolve_retriever(req.retriever, req.retriever_options, options)
         if not req.corpus:
             raise ConfigError(f"method {req.method!r} retrieves: pass --corpus contexts or --corpus INDEX_DIR")
         if req.corpus == "contexts":
@@ -123,6 +132,8 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         "aliases_sha256": file_sha256(Path(req.aliases)) if req.aliases else None,
         "corpus": corpus,
         "corpus_sha256": corpus_sha,
+        "retriever": retriever,
+        "retriever_options": retriever_options,
         "limit": req.limit,
         "exemplars": exemplars,
     }
@@ -187,18 +198,23 @@ def run_eval(
         if config["corpus"] == "contexts":
             index, built = contexts_index(out, pool_contexts(examples), progress=progress)
             console.print(f"{'built' if built else 'reusing'} {out / CONTEXTS_INDEX} ({len(index)} passages)")
-            retriever = index
+            index.close()
+            retriever = _open_retriever(config, out / CONTEXTS_INDEX, out, progress)
         elif config["corpus"]:
-            from dynrag.retrieval.bm25 import BM25Index
-
-            # numpy, not numba: the JIT costs 7-10 s per process, more than search saves next
-            # to seconds of generation per question.
-            retriever = BM25Index.load(config["corpus"], backend="numpy")
+            retriever = _open_retriever(config, Path(config["corpus"]), out, progress)
         console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
         method = (method_factory or default_method_factory)(config, retriever)
         _answer_all(method, todo, done, out, spec.yes_no, console, progress, len(examples))
 
     return write_summary(out, config, examples, report, baseline=req.baseline)
+
+
+def _open_retriever(config: dict[str, Any], index_dir: Path, out: Path, progress: bool) -> Retriever:
+    from dynrag.retrieval.factory import open_retriever, with_numpy_bm25
+
+    name = config["retriever"]
+    options = with_numpy_bm25(name, config["retriever_options"])
+    return open_retriever(name, index_dir, options, work_dir=out, progress=progress)
 
 
 def _answer_all(

@@ -18,8 +18,9 @@ options given explicitly override a preset's values:
   Recomp): classify=true, query_transform=hyde, rerank=lm (the answering model's own P("yes"),
   pointwise like monoT5), repack=reverse, compress=extractive.
 
-The retrieval module itself (bm25, dense, hybrid with alpha=0.3) is the retriever the method is
-given (the index and retriever options), not a chain option.
+The retrieval module itself (bm25, dense, hybrid with alpha=0.3, milvus) is the retriever the method
+is given (`--retriever NAME --retriever-option KEY=VALUE` of `ask` and `eval`), not a chain option;
+with a preset and no `--retriever`, the commands build the preset's (PRESET_RETRIEVERS: hybrid).
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "compress": "extractive",
     },
 }
+
+# The retriever of each preset's paper configuration (both name Hybrid search, alpha 0.3). The
+# retriever is built by the command, not the chain, so commands look the default up here.
+PRESET_RETRIEVERS: dict[str, str] = {"none": "bm25", "balanced": "hybrid", "best": "hybrid"}
 
 DEFAULT_CANDIDATES = 10
 

@@ -41,13 +41,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         with user_errors():
             from dynrag.errors import ConfigError, DataError
             from dynrag.eval.loaders import LoadReport, load_examples
-            from dynrag.retrieval.evaluate import (
-                evaluate_retrieval,
-                open_retriever,
-                parse_ks,
-                parse_retriever_options,
-                write_outputs,
-            )
+            from dynrag.retrieval.evaluate import evaluate_retrieval, parse_ks, write_outputs
+            from dynrag.retrieval.factory import open_retriever, parse_retriever_options
 
             ks = parse_ks(k)
             options = parse_retriever_options(retriever, option)
