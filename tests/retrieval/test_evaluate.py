@@ -154,6 +154,34 @@ def test_eval_retrieval_cli_dense_then_hybrid(tmp_path):
     assert rankings[1]["ranked"][0] == rankings[1]["gold"][0]
 
 
+def test_eval_retrieval_cli_hyde_writes_passages_once_and_reuses_them(tmp_path, monkeypatch):
+    """--hyde with a tiny model standing in for the bundled one: every question is searched with
+    its passage, the passages land in the cache file, and a second run (another alpha of a sweep)
+    reads them instead of generating."""
+    import dynrag.lm
+    from tests.tiny_models import tiny_llama_lm
+
+    tiny = tiny_llama_lm(seed=1)
+    monkeypatch.setattr(dynrag.lm, "load_lm", lambda spec, progress=True: tiny)
+    data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
+    cache = tmp_path / "shared-hyde.jsonl"
+    common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2", "--hyde", "--hyde-max-new-tokens", "5"]
+    r = run([*common, "--out", str(tmp_path / "first"), "--hyde-cache", str(cache)])
+    assert r.exit_code == 0, r.output
+    first = json.loads((tmp_path / "first" / "summary.json").read_text())
+    assert first["query_transform"] == "hyde" and first["hyde_generated"] == 2 and first["hyde_model"] == tiny.name
+    assert first["hyde_generation_seconds"] > 0
+    assert first["queries_per_second_with_generation"] < first["queries_per_second"]
+    assert len(cache.read_text().splitlines()) == 2 and "HyDE" in r.stdout
+    r = run([*common, "--out", str(tmp_path / "second"), "--hyde-cache", str(cache)])
+    second = json.loads((tmp_path / "second" / "summary.json").read_text())
+    assert (second["hyde_generated"], second["hyde_reused"]) == (0, 3)  # 2 questions + the warm-up query
+    assert second["hyde_generation_seconds"] == first["hyde_generation_seconds"]
+    assert (tmp_path / "first" / "rankings.jsonl").read_text() == (tmp_path / "second" / "rankings.jsonl").read_text()
+    r = run(["--dataset", "hotpotqa", "--data", str(data), "--out", str(tmp_path / "x"), "--hyde-cache", str(cache)])
+    assert r.exit_code == 1 and "add --hyde" in r.output
+
+
 def test_eval_retrieval_cli_milvus(tmp_path):
     pytest.importorskip("milvus_lite")
     data = fx.write_jsonl(tmp_path / "m.jsonl", fx.MUSIQUE)

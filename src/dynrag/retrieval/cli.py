@@ -35,6 +35,16 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
         skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+        hyde: bool = typer.Option(
+            False, "--hyde/--no-hyde", help="Search with each question plus a hypothetical passage the model writes."
+        ),
+        model: str = typer.Option("bundled", "--model", help="HyDE's model: bundled | bundled:NAME | hf:PATH_OR_ID"),
+        hyde_cache: Optional[Path] = typer.Option(
+            None, "--hyde-cache",
+            help="JSONL of HyDE passages, reused when model and prompt match and extended with new ones "
+            "(default OUT/hyde.jsonl); share one file across runs to write each passage once.",
+        ),
+        hyde_max_new_tokens: int = typer.Option(64, "--hyde-max-new-tokens", help="Length cap of a HyDE passage."),
     ) -> None:
         """Measure retrieval alone: recall@K, support_all@K, MRR and queries/s on a benchmark's
         gold supporting passages."""
@@ -48,6 +58,10 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             options = parse_retriever_options(retriever, option)
             if limit is not None and limit < 1:
                 raise ConfigError(f"--limit must be >= 1, got {limit}")
+            if not hyde and (hyde_cache is not None or model != "bundled"):
+                raise ConfigError("--hyde-cache and --model apply to HyDE: add --hyde")
+            if hyde_max_new_tokens < 1:
+                raise ConfigError(f"--hyde-max-new-tokens must be >= 1, got {hyde_max_new_tokens}")
             err = Console(stderr=True)
             show = progress and err.is_terminal
             report = LoadReport()
@@ -67,9 +81,18 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 index_dir = Path(corpus)
                 if not index_dir.is_dir():
                     raise ConfigError(f"--corpus {corpus}: no such index directory (or use --corpus contexts)")
+            passages = None
+            if hyde:
+                from dynrag.lm import load_lm
+                from dynrag.retrieval.hyde_cache import HydePassages
+
+                passages = HydePassages(load_lm(model, progress=show), hyde_cache or out / "hyde.jsonl",
+                                        hyde_max_new_tokens)
             ret = open_retriever(retriever, index_dir, options, work_dir=out, progress=show)
             try:
-                result = evaluate_retrieval(ret, examples, ks, progress=show)
+                result = evaluate_retrieval(
+                    ret, examples, ks, progress=show, query_transform=passages.expand if passages else None
+                )
             finally:
                 close = getattr(ret, "close", None)
                 if close is not None:
@@ -82,7 +105,10 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 "corpus": corpus if corpus == "contexts" else str(index_dir.resolve()),
                 "index": str(index_dir.resolve()),
                 "k": ks,
+                "query_transform": "hyde" if passages else "none",
             }
+            if passages is not None:
+                meta.update(hyde_summary(passages, [ex.question for ex in examples if ex.supporting], result.summary))
             path = write_outputs(out, result, meta)
             summary = json.loads(path.read_text(encoding="utf-8"))
             Console().print(summary_table(summary, ks))
@@ -90,10 +116,26 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
 
 
+def hyde_summary(passages, questions: list[str], summary: dict) -> dict:
+    """What HyDE cost: passages written now or reused, and queries/s counting the model's writing
+    time (as recorded when each passage was written, so a reused file reports the same figure)."""
+    generation = passages.generation_seconds(questions)
+    return {
+        "hyde_model": passages.lm.name,
+        "hyde_max_new_tokens": passages.max_new_tokens,
+        "hyde_cache": str(Path(passages.path).resolve()) if passages.path else None,
+        "hyde_generated": passages.generated,
+        "hyde_reused": passages.reused,
+        "hyde_generation_seconds": generation,
+        "queries_per_second_with_generation": summary["n"] / (summary["search_seconds"] + generation),
+    }
+
+
 def summary_table(summary: dict, ks: list[int]) -> Table:
     """One row per metric (a wide row of columns wraps its headers in a narrow terminal)."""
     opts = ", ".join(f"{k}={v}" for k, v in summary.get("options", {}).items())
-    title = f"{summary['retriever']}" + (f" ({opts})" if opts else "") + f" on {summary['dataset']}"
+    hyde = " + HyDE" if summary.get("query_transform") == "hyde" else ""
+    title = f"{summary['retriever']}" + (f" ({opts})" if opts else "") + hyde + f" on {summary['dataset']}"
     table = Table(title=title)
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -101,4 +143,6 @@ def summary_table(summary: dict, ks: list[int]) -> Table:
     for name in [f"recall@{k}" for k in ks] + [f"support_all@{k}" for k in ks] + ["mrr"]:
         table.add_row(name, f"{summary[name]:.3f}")
     table.add_row("queries_per_second", f"{summary['queries_per_second']:.1f}")
+    if "queries_per_second_with_generation" in summary:
+        table.add_row("queries_per_second_with_generation", f"{summary['queries_per_second_with_generation']:.2f}")
     return table
