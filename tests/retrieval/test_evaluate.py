@@ -169,13 +169,14 @@ def test_eval_retrieval_cli_hyde_writes_passages_once_and_reuses_them(tmp_path, 
     r = run([*common, "--out", str(tmp_path / "first"), "--hyde-cache", str(cache)])
     assert r.exit_code == 0, r.output
     first = json.loads((tmp_path / "first" / "summary.json").read_text())
-    assert first["query_transform"] == "hyde" and first["hyde_generated"] == 2 and first["hyde_model"] == tiny.name
+    assert first["query_transform"] == "hyde" and first["hyde_model"] == tiny.name
+    assert (first["hyde_generated"], first["hyde_reused"]) == (2, 0)
     assert first["hyde_generation_seconds"] > 0
     assert first["queries_per_second_with_generation"] < first["queries_per_second"]
     assert len(cache.read_text().splitlines()) == 2 and "HyDE" in r.stdout
     r = run([*common, "--out", str(tmp_path / "second"), "--hyde-cache", str(cache)])
     second = json.loads((tmp_path / "second" / "summary.json").read_text())
-    assert (second["hyde_generated"], second["hyde_reused"]) == (0, 3)  # 2 questions + the warm-up query
+    assert (second["hyde_generated"], second["hyde_reused"]) == (0, 2)
     assert second["hyde_generation_seconds"] == first["hyde_generation_seconds"]
     assert (tmp_path / "first" / "rankings.jsonl").read_text() == (tmp_path / "second" / "rankings.jsonl").read_text()
     r = run(["--dataset", "hotpotqa", "--data", str(data), "--out", str(tmp_path / "x"), "--hyde-cache", str(cache)])
