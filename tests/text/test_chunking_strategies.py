@@ -1,14 +1,15 @@
-"""Sliding window and small-to-big chunking, and the small-to-big retriever over real BM25."""
+"""Sliding window and small-to-big chunking, and their chunk specs."""
 
 import pytest
 
 from dynrag.corpus import Passage
-from dynrag.retrieval import BM25Index, Hit, Retriever
+from dynrag.errors import ConfigError
 from dynrag.text.chunking import (
-    SmallToBigRetriever,
     chunk_by_tokens,
+    parse_chunk_spec,
     sliding_window,
     small_chunk_parent,
+    small_chunks_keeping_large,
     small_to_big,
     small_to_big_corpus,
 )
@@ -59,49 +60,24 @@ def test_small_to_big_corpus():
     assert [s.id for s in smalls] == ["a#0/s0", "a#0/s1", "a#1/s0", "b/s0"]
 
 
-def test_small_to_big_retriever_over_real_bm25(tmp_path):
-    # Two long documents; each fact sits in one small window of a large chunk.
-    filler = words(40, "pad")
-    docs = [
-        Passage("river", "Rivers", f"{filler} the Rhone flows through Lyon {words(40, 'zz')}"),
-        Passage("bridge", "Bridges", f"{words(30, 'qq')} the Velmora bridge spans the Rhone {filler}"),
+def test_small_to_big_chunk_spec():
+    spec = parse_chunk_spec("small-to-big:3:6:1")
+    assert (spec.kind, spec.size, spec.large, spec.overlap) == ("small-to-big", 3, 6, 1)
+    assert str(spec) == "small-to-big:3:6:1" and parse_chunk_spec(str(spec)) == spec
+    assert str(parse_chunk_spec("small-to-big:175:512")) == "small-to-big:175:512:0"
+    p = Passage("d", "T", words(10))
+    # apply() gives the small chunks; small_chunks_keeping_large hands over the large ones too
+    larges: list[Passage] = []
+    smalls = list(small_chunks_keeping_large([p], spec, larges.append))
+    assert smalls == spec.apply(p)
+    assert [(large, s) for large, s in small_to_big(p, 3, 6, 1, 1)] == [
+        (large, [s for s in smalls if small_chunk_parent(s.id) == large.id]) for large in larges
     ]
-    smalls, larges = small_to_big_corpus(docs, small_size=10, large_size=50, small_overlap=2)
-    BM25Index.build(smalls, tmp_path / "small", progress=False)
-    with BM25Index.load(tmp_path / "small", backend="numpy") as small_index:
-        s2b = SmallToBigRetriever(small_index, larges, fanout=1)
-        assert isinstance(s2b, Retriever)
-        hits = s2b.search("Where does the Rhone flow through Lyon?", k=2)
-        top = hits[0]
-        assert top.id in larges and "Rhone flows through Lyon" in top.text
-        assert top.text == larges[top.id].text and top.title == "Rivers"
-        # Its score is that of its best small chunk.
-        best_small = small_index.search("Where does the Rhone flow through Lyon?", k=1)[0]
-        assert small_chunk_parent(best_small.id) == top.id and top.score == pytest.approx(best_small.score)
-        # Distinct parents, even though several small chunks of one parent match "Rhone".
-        assert len({h.id for h in hits}) == len(hits) == 2
-        assert "Velmora" in s2b.search("Velmora bridge", k=1)[0].text
-
-
-class FakeSmall:
-    """Returns many small chunks of one parent before any other parent appears."""
-
-    def __init__(self):
-        self.asked: list[int] = []
-        self.hits = [Hit(f"A/s{i}", "", "", 10.0 - i) for i in range(8)] + [Hit("B/s0", "", "", 1.0)]
-
-    def search_batch(self, queries, k):
-        self.asked.append(k)
-        return [self.hits[:k] for _ in queries]
-
-
-def test_small_to_big_widens_the_search_until_k_parents():
-    small = FakeSmall()
-    parents = {"A": Passage("A", "TA", "big A"), "B": Passage("B", "TB", "big B")}
-    s2b = SmallToBigRetriever(small, parents.get, fanout=2, max_fanout=64)
-    hits = s2b.search("q", 2)
-    assert [(x.id, x.text, x.score) for x in hits] == [("A", "big A", 10.0), ("B", "big B", 1.0)]
-    assert small.asked == [4, 16]  # 4 hits gave one parent; 16 reached both
-    small.asked.clear()
-    assert [x.id for x in s2b.search("q", 5)] == ["A", "B"]  # corpus exhausted: fewer than k
-    assert small.asked == [10]
+    for bad, message in [
+        ("small-to-big:6:3", "must not be smaller than small ones"),
+        ("small-to-big:3", "small-to-big:SMALL:LARGE"),
+        ("small-to-big:3:6:3", "overlap must be"),
+        ("tokens:3:1:2", "small-to-big:SMALL:LARGE"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            parse_chunk_spec(bad)

@@ -44,7 +44,7 @@ import dynrag
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
 from dynrag.retrieval.base import Hit
-from dynrag.text.chunking import ChunkSpec, chunk_passages
+from dynrag.text.chunking import ChunkSpec, chunk_passages, small_chunks_keeping_large
 
 FORMAT = "dynrag-bm25"
 FORMAT_VERSION = 1
@@ -200,7 +200,10 @@ class BM25Index:
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
         try:
             os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; an index need not be
-            manifest = _write_index(chunk_passages(passages, chunk), tmp, progress, total, chunk)
+            if chunk is not None and chunk.kind == "small-to-big":
+                manifest = _write_small_to_big(passages, chunk, tmp, progress, total)
+            else:
+                manifest = _write_index(chunk_passages(passages, chunk), tmp, progress, total, chunk)
             _fsync_dir_files(tmp)
             _swap_into_place(tmp, out)
         except BaseException:
@@ -628,6 +631,21 @@ def _index_error(path: Path, what: str) -> IndexError_:
     return IndexError_(
         f"{path}: {what}; rebuild it with `dynrag index SOURCE --out {path}`"
     )
+
+
+def _write_small_to_big(
+    passages: Iterable[Passage], chunk: ChunkSpec, tmp: Path, progress: bool, total: int | None
+) -> dict[str, Any]:
+    """Index the small chunks; write their large chunks to parents.jsonl in the same directory."""
+    from dynrag.retrieval.small_to_big import PARENTS_FILE
+
+    with open(tmp / PARENTS_FILE, "w", encoding="utf-8") as parents:
+
+        def keep(large: Passage) -> None:
+            record = {"id": large.id, "title": large.title, "text": large.text}
+            parents.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+        return _write_index(small_chunks_keeping_large(passages, chunk, keep), tmp, progress, total, chunk)
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:

@@ -9,7 +9,7 @@ and its text untouched, so chunking a corpus of short passages is a no-op.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -18,7 +18,10 @@ from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError
 from dynrag.text.sentences import split_sentences
 
-CHUNK_SPEC_FORMS = "none, tokens:SIZE[:OVERLAP] or sentences:N[:OVERLAP] (e.g. tokens:100:20)"
+CHUNK_SPEC_FORMS = (
+    "none, tokens:SIZE[:OVERLAP], sentences:N[:OVERLAP] or small-to-big:SMALL:LARGE[:OVERLAP] "
+    "(e.g. tokens:100:20, small-to-big:175:512:20)"
+)
 
 
 def chunk_by_tokens(passage: Passage, size: int, overlap: int = 0) -> list[Passage]:
@@ -52,35 +55,48 @@ class ChunkSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["none", "tokens", "sentences"] = "none"
-    size: int | None = None
-    overlap: int = 0
+    kind: Literal["none", "tokens", "sentences", "small-to-big"] = "none"
+    size: int | None = None  # small-to-big: the small chunks' size (words)
+    overlap: int = 0  # small-to-big: the overlap of small chunks and of large chunks alike
+    large: int | None = None  # small-to-big only: the large chunks' size (words)
 
     @model_validator(mode="after")
     def _check(self) -> ChunkSpec:
         if self.kind == "none":
-            if self.size is not None or self.overlap:
+            if self.size is not None or self.overlap or self.large is not None:
                 raise ValueError("kind 'none' takes no size or overlap")
             return self
         if self.size is None or self.size < 1:
             raise ValueError(f"kind {self.kind!r} needs a size >= 1")
         if not 0 <= self.overlap < self.size:
             raise ValueError(f"overlap must be >= 0 and smaller than size ({self.size})")
+        if (self.kind == "small-to-big") != (self.large is not None):
+            raise ValueError("a large chunk size goes with kind 'small-to-big' only")
+        if self.large is not None and self.large < self.size:
+            raise ValueError(f"large chunks ({self.large}) must not be smaller than small ones ({self.size})")
         return self
 
     def apply(self, passage: Passage) -> list[Passage]:
+        """The chunks to index. For small-to-big these are the small chunks; the index build
+        keeps their large chunks too (``small_chunks_keeping_large``)."""
         if self.kind == "tokens":
             return chunk_by_tokens(passage, self.size or 0, self.overlap)
         if self.kind == "sentences":
             return chunk_by_sentences(passage, self.size or 0, self.overlap)
+        if self.kind == "small-to-big":
+            groups = small_to_big(passage, self.size or 0, self.large or 0, self.overlap, self.overlap)
+            return [small for _, smalls in groups for small in smalls]
         return [passage]
 
     def __str__(self) -> str:
+        if self.kind == "small-to-big":
+            return f"small-to-big:{self.size}:{self.large}:{self.overlap}"
         return "none" if self.kind == "none" else f"{self.kind}:{self.size}:{self.overlap}"
 
 
 def parse_chunk_spec(text: str) -> ChunkSpec:
-    """Read "none", "tokens:SIZE[:OVERLAP]" or "sentences:N[:OVERLAP]" into a ChunkSpec."""
+    """Read "none", "tokens:SIZE[:OVERLAP]", "sentences:N[:OVERLAP]" or
+    "small-to-big:SMALL:LARGE[:OVERLAP]" into a ChunkSpec."""
     parts = text.strip().lower().split(":")
     kind = parts[0]
     try:
@@ -90,6 +106,10 @@ def parse_chunk_spec(text: str) -> ChunkSpec:
             numbers = [int(p) for p in parts[1:]]
             overlap = numbers[1] if len(numbers) == 2 else 0
             return ChunkSpec(kind=kind, size=numbers[0], overlap=overlap)
+        if kind == "small-to-big" and len(parts) in (3, 4):
+            numbers = [int(p) for p in parts[1:]]
+            overlap = numbers[2] if len(numbers) == 3 else 0
+            return ChunkSpec(kind=kind, size=numbers[0], large=numbers[1], overlap=overlap)
     except ValueError as e:  # int() and pydantic's ValidationError (a ValueError)
         detail = _first_error(e)
         raise ConfigError(f"invalid chunk spec {text!r}: {detail}; use {CHUNK_SPEC_FORMS}") from e
@@ -193,48 +213,12 @@ def small_to_big_corpus(
     return smalls, larges
 
 
-class SmallToBigRetriever:
-    """Search small chunks, return their enclosing large chunks.
-
-    Each large chunk appears once, scored by its best small chunk, best first. The small-chunk
-    retriever is asked for ``fanout * k`` hits (more when too few distinct parents come back,
-    up to ``max_fanout * k``). ``parents`` maps a large id to its chunk (a dict, or any callable).
-    """
-
-    def __init__(self, small, parents, fanout: int = 4, max_fanout: int = 64):
-        from collections.abc import Mapping
-
-        self.small = small
-        self._parent = parents.__getitem__ if isinstance(parents, Mapping) else parents
-        self.fanout = max(1, int(fanout))
-        self.max_fanout = max(self.fanout, int(max_fanout))
-
-    def search(self, query: str, k: int):
-        return self.search_batch([query], k)[0]
-
-    def search_batch(self, queries: list[str], k: int):
-        from dynrag.retrieval.base import Hit
-
-        results = [None] * len(queries)
-        pending = list(range(len(queries)))
-        fanout = self.fanout
-        while pending:
-            small_hits = self.small.search_batch([queries[i] for i in pending], fanout * k)
-            still = []
-            for qi, hits in zip(pending, small_hits):
-                best: dict[str, float] = {}
-                for h in hits:
-                    pid = small_chunk_parent(h.id)
-                    if pid not in best or h.score > best[pid]:
-                        best[pid] = float(h.score)
-                exhausted = len(hits) < fanout * k
-                if len(best) >= k or exhausted or fanout >= self.max_fanout:
-                    parents = sorted(best.items(), key=lambda item: -item[1])[:k]
-                    results[qi] = [
-                        Hit(pid, (p := self._parent(pid)).title, p.text, score) for pid, score in parents
-                    ]
-                else:
-                    still.append(qi)
-            pending = still
-            fanout = min(fanout * 4, self.max_fanout)
-        return results
+def small_chunks_keeping_large(
+    passages: Iterable[Passage], spec: ChunkSpec, large_out: Callable[[Passage], None]
+) -> Iterator[Passage]:
+    """Stream the small chunks of a small-to-big ``spec``, handing each large chunk to
+    ``large_out`` before its small chunks (the index build writes them to a file)."""
+    for passage in passages:
+        for large, smalls in small_to_big(passage, spec.size or 0, spec.large or 0, spec.overlap, spec.overlap):
+            large_out(large)
+            yield from smalls
