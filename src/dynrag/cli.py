@@ -123,10 +123,7 @@ def ask(
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
-        values = parse_option_pairs(option)
-        if preset is not None:
-            values.setdefault("preset", preset)
-        options = parse_options(method, values)  # fail before loading anything
+        options = parse_options(method, parse_option_pairs(option, preset))  # fail before loading anything
         builder = PromptBuilder.for_dataset(exemplars)
         if index_dir is None and method not in NO_RETRIEVAL:
             raise DynragError(f"method {method!r} retrieves: pass --index DIR (build one with `dynrag index`)")

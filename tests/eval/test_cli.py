@@ -57,3 +57,15 @@ def test_eval_errors_are_one_line(tmp_path, fake_model):
     assert r.exit_code == 1 and "no questions to evaluate" in r.output.replace("\n", "")
     r = cli.invoke(app, ["compare", str(tmp_path / "nowhere")])
     assert r.exit_code == 1 and "not a run directory" in r.output.replace("\n", "")
+
+
+def test_eval_preset_and_retriever_flags_reach_the_config(tmp_path, fake_model):
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fake_model)
+    common = ["eval", "--dataset", "jsonl", "--data", str(data), "--corpus", "contexts", "--method", "single", "--limit", "2"]
+    r = cli.invoke(app, [*common, "--preset", "balanced", "--retriever", "bm25", "--out", str(tmp_path / "b")])
+    assert r.exit_code == 0, r.output
+    config = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert config["options"]["preset"] == "balanced" and config["options"]["rerank"] == "embedding"
+    assert (config["retriever"], config["retriever_options"]) == ("bm25", {})
+    r = cli.invoke(app, [*common, "--retriever", "hybrid", "--retriever-option", "alpha=high", "--out", str(tmp_path / "h")])
+    assert r.exit_code == 1 and "--retriever-option 'alpha=high': alpha must be a float" in r.output.replace("\n", "")

@@ -26,6 +26,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
         model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
         option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
+        preset: Optional[str] = typer.Option(
+            None, "--preset", help="Retrieval-chain preset of `single`: balanced | best (same as --option preset=NAME)."
+        ),
         retriever: Optional[str] = typer.Option(
             None, "--retriever", help=f"{RETRIEVER_HELP} Default: bm25, or hybrid with --option preset=balanced|best."
         ),
@@ -56,7 +59,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 corpus=corpus,
                 limit=limit,
                 model=model,
-                options=parse_option_pairs(option),
+                options=parse_option_pairs(option, preset),
                 exemplars=exemplars,
                 aliases=aliases,
                 skip_bad=skip_bad,
@@ -82,3 +85,4 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             if plot is not None:
                 plot_runs(loaded, plot)
                 Console(stderr=True).print(f"wrote {plot}")
+

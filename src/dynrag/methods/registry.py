@@ -52,14 +52,17 @@ def parse_options(name: str, values: Mapping[str, Any]) -> MethodOptions:
         raise ConfigError(f"option {key!r} of method {name!r}: {err['msg']} (got {err.get('input')!r})") from exc
 
 
-def parse_option_pairs(pairs: list[str]) -> dict[str, str]:
-    """`KEY=VALUE` strings from the command line into a dict (values validated later by pydantic)."""
+def parse_option_pairs(pairs: list[str], preset: str | None = None) -> dict[str, str]:
+    """`KEY=VALUE` strings from the command line into a dict (values validated later by pydantic);
+    ``preset`` is the `--preset NAME` flag, the same as `--option preset=NAME` (which wins)."""
     values: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--option {pair!r} is not KEY=VALUE")
         values[key.strip()] = value.strip()
+    if preset is not None:
+        values.setdefault("preset", preset)
     return values
 
 
