@@ -85,4 +85,3 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             if plot is not None:
                 plot_runs(loaded, plot)
                 Console(stderr=True).print(f"wrote {plot}")
-

@@ -30,10 +30,14 @@ OPTION_KEYS: dict[str, dict[str, type]] = {
 }
 
 
+def _check_name(name: str) -> None:
+    if name not in RETRIEVERS:
+        raise ConfigError(f"unknown retriever {name!r}; choose one of: {', '.join(RETRIEVERS)}")
+
+
 def parse_retriever_options(retriever: str, pairs: Sequence[str], flag: str = "--option") -> dict[str, Any]:
     """``["alpha=0.3", ...]`` -> typed options valid for ``retriever``; errors name ``flag``."""
-    if retriever not in RETRIEVERS:
-        raise ConfigError(f"unknown retriever {retriever!r}; choose one of: {', '.join(RETRIEVERS)}")
+    _check_name(retriever)
     allowed = OPTION_KEYS[retriever]
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -67,8 +71,7 @@ def open_retriever(
     from dynrag.retrieval.bm25 import _read_manifest
     from dynrag.retrieval.small_to_big import SmallToBigRetriever, is_small_to_big, load_parents
 
-    if name not in RETRIEVERS:
-        raise ConfigError(f"unknown retriever {name!r}; choose one of: {', '.join(RETRIEVERS)}")
+    _check_name(name)
     small_to_big = Path(index_dir).is_dir() and is_small_to_big(_read_manifest(Path(index_dir)))
     parents = load_parents(index_dir) if small_to_big else None  # a missing file fails before any embedding
     retriever = _open_plain(name, index_dir, options, work_dir=work_dir, progress=progress)
@@ -76,6 +79,7 @@ def open_retriever(
 
 
 def _open_plain(name: str, index_dir: Path, options: dict[str, Any], *, work_dir: Path, progress: bool) -> Retriever:
+    """``name`` is one of RETRIEVERS (checked by the caller)."""
     from dynrag.retrieval.bm25 import BM25Index
 
     if name == "bm25":
@@ -95,31 +99,30 @@ def _open_plain(name: str, index_dir: Path, options: dict[str, Any], *, work_dir
             bm25, dense, alpha=options.get("alpha", 0.3), fusion=options.get("fusion", "minmax"),
             candidates=options.get("candidates", 50),
         )
-    if name == "milvus":
-        from dynrag.retrieval.milvus import MilvusRetriever
+    # the one name left: milvus
+    from dynrag.retrieval.milvus import MilvusRetriever
 
-        with BM25Index.load(index_dir, backend="numpy") as bm25:
-            sha = bm25.manifest["corpus_sha256"]
-            count = len(bm25)
-            uri = options.get("uri") or str(work_dir / "milvus.db")
-            collection = options.get("collection") or f"dynrag_{sha[:16]}"
-            search = {k: options[k] for k in ("mode", "ranker", "alpha", "candidates") if k in options}
-            if embedder is None:
-                from dynrag.retrieval.embedder import Embedder
+    with BM25Index.load(index_dir, backend="numpy") as bm25:
+        sha = bm25.manifest["corpus_sha256"]
+        count = len(bm25)
+        uri = options.get("uri") or str(work_dir / "milvus.db")
+        collection = options.get("collection") or f"dynrag_{sha[:16]}"
+        search = {k: options[k] for k in ("mode", "ranker", "alpha", "candidates") if k in options}
+        if embedder is None:
+            from dynrag.retrieval.embedder import Embedder
 
-                embedder = Embedder.load()
-            try:
-                retriever = MilvusRetriever.open(uri, collection, embedder, **search)
-                if len(retriever) == count:
-                    return retriever
-                retriever.close()
-            except DynragError:
-                pass
-            return MilvusRetriever.build(
-                (bm25.passage(i) for i in range(count)), uri, collection, embedder,
-                batch_size=options.get("batch_size", 64), progress=progress, total=count, **search,
-            )
-    raise ConfigError(f"unknown retriever {name!r}; choose one of: {', '.join(RETRIEVERS)}")
+            embedder = Embedder.load()
+        try:
+            retriever = MilvusRetriever.open(uri, collection, embedder, **search)
+            if len(retriever) == count:
+                return retriever
+            retriever.close()
+        except DynragError:
+            pass
+        return MilvusRetriever.build(
+            (bm25.passage(i) for i in range(count)), uri, collection, embedder,
+            batch_size=options.get("batch_size", 64), progress=progress, total=count, **search,
+        )
 
 
 def _embedder(options: dict[str, Any]) -> Any:

@@ -16,13 +16,13 @@ from pathlib import Path
 from dynrag.corpus.passage import Passage
 from dynrag.errors import IndexError_
 from dynrag.retrieval.base import Hit, Retriever
-from dynrag.text.chunking import small_chunk_parent
+from dynrag.text.chunking import parse_chunk_spec, small_chunk_parent
 
 PARENTS_FILE = "parents.jsonl"
 
 
 def is_small_to_big(manifest: dict) -> bool:
-    return str(manifest.get("chunk", "none")).startswith("small-to-big:")
+    return parse_chunk_spec(str(manifest.get("chunk", "none"))).kind == "small-to-big"
 
 
 def load_parents(index_dir: Path) -> dict[str, Passage]:

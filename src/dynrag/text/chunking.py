@@ -84,9 +84,12 @@ class ChunkSpec(BaseModel):
         if self.kind == "sentences":
             return chunk_by_sentences(passage, self.size or 0, self.overlap)
         if self.kind == "small-to-big":
-            groups = small_to_big(passage, self.size or 0, self.large or 0, self.overlap, self.overlap)
-            return [small for _, smalls in groups for small in smalls]
+            return [small for _, smalls in self.small_to_big_groups(passage) for small in smalls]
         return [passage]
+
+    def small_to_big_groups(self, passage: Passage) -> list[tuple[Passage, list[Passage]]]:
+        """``small_to_big`` with this spec's sizes (one overlap for small and large chunks)."""
+        return small_to_big(passage, self.size or 0, self.large or 0, self.overlap, self.overlap)
 
     def __str__(self) -> str:
         if self.kind == "small-to-big":
@@ -219,6 +222,6 @@ def small_chunks_keeping_large(
     """Stream the small chunks of a small-to-big ``spec``, handing each large chunk to
     ``large_out`` before its small chunks (the index build writes them to a file)."""
     for passage in passages:
-        for large, smalls in small_to_big(passage, spec.size or 0, spec.large or 0, spec.overlap, spec.overlap):
+        for large, smalls in spec.small_to_big_groups(passage):
             large_out(large)
             yield from smalls
