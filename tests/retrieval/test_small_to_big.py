@@ -13,10 +13,7 @@ from dynrag.retrieval import BM25Index, Hit, Retriever
 from dynrag.retrieval.factory import open_retriever
 from dynrag.retrieval.small_to_big import PARENTS_FILE, SmallToBigRetriever, load_parents
 from dynrag.text.chunking import parse_chunk_spec, small_chunk_parent, small_to_big_corpus
-
-
-def words(n: int, prefix: str = "w") -> str:
-    return " ".join(f"{prefix}{i}" for i in range(n))
+from tests.text.test_chunking_strategies import words
 
 
 def test_small_to_big_retriever_over_real_bm25(tmp_path):
