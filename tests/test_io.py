@@ -1,0 +1,170 @@
+"""dynrag.io: atomic writes, directory swaps, JSONL append/read, the directory lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dynrag.errors import DataError
+from dynrag.io import (
+    DirectoryLock,
+    JsonlAppender,
+    LockedError,
+    atomic_directory,
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    remove_stale_builds,
+)
+
+
+def test_atomic_write_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "a.json"
+    atomic_write_json(target, {"x": 1})
+    atomic_write_json(target, {"x": 2})
+    assert json.loads(target.read_text()) == {"x": 2}
+    assert [p.name for p in target.parent.iterdir()] == ["a.json"]
+
+
+def test_atomic_write_failure_keeps_old_file(tmp_path: Path) -> None:
+    target = tmp_path / "a.txt"
+    atomic_write_text(target, "old")
+    with pytest.raises(TypeError):
+        atomic_write_json(target, {"x": object()})
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_atomic_directory_swaps_only_when_complete(tmp_path: Path) -> None:
+    out = tmp_path / "index"
+    with atomic_directory(out) as tmp:
+        (tmp / "f").write_text("v1")
+    assert (out / "f").read_text() == "v1"
+    with pytest.raises(RuntimeError):
+        with atomic_directory(out) as tmp:
+            (tmp / "f").write_text("v2")
+            raise RuntimeError("crash mid-build")
+    assert (out / "f").read_text() == "v1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
+    with atomic_directory(out) as tmp:
+        (tmp / "g").write_text("v3")
+    assert sorted(p.name for p in out.iterdir()) == ["g"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
+
+
+def test_atomic_directory_check_can_refuse(tmp_path: Path) -> None:
+    def refuse(out: Path) -> None:
+        raise DataError(str(out), "not mine")
+
+    with pytest.raises(DataError):
+        with atomic_directory(tmp_path / "x", check=refuse):
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_stale_builds_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    out = tmp_path / "index"
+    out.mkdir()
+    dead = _dead_pid()
+    stale = tmp_path / f".index.build-{dead}-abc"
+    stale.mkdir()
+    (stale / "junk").write_text("x")
+    live = tmp_path / f".index.build-{os.getpid()}-def"
+    live.mkdir()
+    other = tmp_path / f".other.build-{dead}-abc"
+    other.mkdir()
+    assert remove_stale_builds(out) == [stale]
+    assert live.exists() and other.exists() and not stale.exists()
+
+
+def test_interrupted_swap_restores_previous_directory(tmp_path: Path) -> None:
+    out = tmp_path / "index"
+    old = tmp_path / f".index.old-{_dead_pid()}-xyz"
+    (old / "previous").mkdir(parents=True)
+    (old / "previous" / "f").write_text("kept")
+    remove_stale_builds(out)
+    assert (out / "f").read_text() == "kept"
+    assert not old.exists()
+
+
+def test_jsonl_append_and_read_roundtrip(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    with JsonlAppender(path) as w:
+        w.append({"id": "a", "text": "é"})
+        w.append({"id": "b"})
+    assert read_jsonl(path) == [{"id": "a", "text": "é"}, {"id": "b"}]
+    assert read_jsonl(tmp_path / "missing.jsonl") == []
+
+
+def test_jsonl_torn_last_line_is_dropped_and_repaired(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b'{"id": "a"}\n{"id": "b"}\n{"id": "c", "te')
+    assert read_jsonl(path) == [{"id": "a"}, {"id": "b"}]
+    assert path.read_bytes().endswith(b"te")  # not repaired without repair=True
+    read_jsonl(path, repair=True)
+    assert path.read_bytes() == b'{"id": "a"}\n{"id": "b"}\n'
+    with JsonlAppender(path) as w:
+        w.append({"id": "c"})
+    assert [r["id"] for r in read_jsonl(path)] == ["a", "b", "c"]
+
+
+def test_jsonl_bad_middle_line_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b'{"id": "a"}\n\nnot json\n{"id": "b"}\n')
+    with pytest.raises(DataError, match=r"p\.jsonl:3: invalid JSON"):
+        read_jsonl(path)
+
+
+def test_jsonl_validate_rejects_wrong_shape(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b'[1, 2]\n{"id": "a"}\n')
+    with pytest.raises(DataError, match=r"p\.jsonl:1: not an object"):
+        read_jsonl(path, validate=lambda r: None if isinstance(r, dict) else "not an object")
+
+
+HOLD = """
+import sys, time
+from dynrag.io import DirectoryLock
+DirectoryLock(sys.argv[1]).acquire()
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_lock_names_holder_and_is_freed_by_kill_9(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with pytest.raises(LockedError, match=rf"pid {proc.pid}\b"):
+            DirectoryLock(run).acquire()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while True:  # the kernel drops the flock as the process is reaped
+            try:
+                lock = DirectoryLock(run).acquire()
+                break
+            except LockedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        assert (run / ".lock").read_text().strip() == str(os.getpid())
+        lock.release()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
