@@ -6,7 +6,7 @@ For unit tests of shapes and formulas; integration tests use the bundled model.
 from __future__ import annotations
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import (
     Gemma3ForCausalLM,
     Gemma3TextConfig,
@@ -22,14 +22,19 @@ WORDS = (
 ).split(" ")
 
 
-def tiny_tokenizer() -> PreTrainedTokenizerFast:
-    """Word-level, SentencePiece-style: every word is one token carrying a leading '▁'."""
+def tiny_tokenizer(add_bos: bool = False) -> PreTrainedTokenizerFast:
+    """Word-level, SentencePiece-style: every word is one token carrying a leading '▁'.
+
+    With ``add_bos`` encoding a text with special tokens puts ``<bos>`` first, as Llama's does.
+    """
     vocab = {"<unk>": 0, "<bos>": 1, "<eos>": 2}
     for word in WORDS:
         vocab.setdefault("▁" + word, len(vocab))
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    if add_bos:
+        tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 1)])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="<unk>", bos_token="<bos>", eos_token="<eos>"
     )

@@ -7,8 +7,11 @@ from dynrag.methods.dragin import (
     first_trigger,
     qfs_select,
     reference_attention_weights,
+    reference_qfs_weights,
     reference_scores,
     reference_token_weights,
+    reference_trigger,
+    reference_word_weights,
     rind_scores,
     word_attention,
     word_entropy,
@@ -165,6 +168,48 @@ def test_reference_edge_cases():
     np.testing.assert_allclose(reference_attention_weights([0.0, 0.0], spans((0, 1), (1, 2))), [0.0, 0.0])
     with pytest.raises(ValueError, match="one entry per word"):
         reference_scores([1.0, 2.0], [1.0], [True, True])
+
+
+def test_reference_token_weights_take_later_sentences_rows():
+    # Key 0's largest attention comes from row 3, in the next sentence: the whole-chunk maximum
+    # sees it (0.7), a pass cut at the end of key 0's sentence (rows 0-1) would not (... 0.6).
+    a = [[1.0, 0.0, 0.0, 0.0], [0.6, 0.4, 0.0, 0.0], [0.1, 0.1, 0.8, 0.0], [0.7, 0.1, 0.1, 0.1]]
+    np.testing.assert_allclose(reference_token_weights(a), [1.0, 0.4, 0.8, 0.1])
+    np.testing.assert_allclose(reference_token_weights(np.array(a)[1:, 1:]), [0.4, 0.8, 0.1])
+
+
+def test_reference_word_weights_normalise_per_sentence():
+    # sentence 0: [0.2, 0.3, 0.5] / 1.0 * 3 = [0.6, 0.9, 1.5]; sentence 1: [0.1, 0.4] / 0.5 * 2 = [0.4, 1.6]
+    weights = reference_word_weights([0.2, 0.3, 0.5, 0.1, 0.4], spans((0, 1), (1, 2), (2, 3), (3, 4), (4, 5)),
+                                     [0, 0, 0, 1, 1])
+    np.testing.assert_allclose(weights, [0.6, 0.9, 1.5, 0.4, 1.6])
+    with pytest.raises(ValueError, match="sentence"):
+        reference_word_weights([0.2], spans((0, 1)), [0, 0])
+
+
+def test_reference_trigger_takes_the_first_sentence_and_all_its_hits():
+    scores = [0.1, 1.5, 0.2, 2.0, 3.0, 0.0]
+    sentence = [0, 0, 0, 0, 1, 1]
+    s, hits = reference_trigger(scores, sentence, 1.0)
+    assert s == 0 and hits.tolist() == [1, 3]
+    assert reference_trigger(scores, sentence, 5.0) is None
+
+
+# The QFS pass: position 0 is BOS (in no word); word 0 = token 1, word 1 = tokens 2-3.
+QFS_ATTENTION = [[1.0, 0.0, 0.0, 0.0], [0.6, 0.4, 0.0, 0.0], [0.5, 0.2, 0.3, 0.0], [0.1, 0.2, 0.3, 0.4]]
+
+
+def test_reference_qfs_weights_by_hand():
+    words = spans((1, 2), (2, 4))
+    # hit word 1 (r0 = 2): token 2 reads row 1 over [0, 2): [0.6, 0.4]; token 3 reads row 2 over
+    # [0, 2): [0.5, 0.2] / 0.7. Mean over the two tokens: [(0.6 + 5/7) / 2, (0.4 + 2/7) / 2].
+    # Word 0 is token 1: (0.4 + 2/7) / 2 = 4.8/14; the hit word itself gets nothing; BOS is in no word.
+    np.testing.assert_allclose(reference_qfs_weights(QFS_ATTENTION, words, [1]), [4.8 / 14, 0.0])
+    # hit word 0 too (r0 = 1): row 0 over [0, 1) = [1.0], all on BOS. Mean over the two hits halves word 0.
+    np.testing.assert_allclose(reference_qfs_weights(QFS_ATTENTION, words, [0, 1]), [2.4 / 14, 0.0])
+    np.testing.assert_allclose(reference_qfs_weights(QFS_ATTENTION, words, []), [0.0, 0.0])
+    with pytest.raises(ValueError, match="hit 2"):
+        reference_qfs_weights(QFS_ATTENTION, words, [2])
 
 
 # --- QFS ------------------------------------------------------------------------------------------

@@ -187,15 +187,21 @@ class HFLanguageModel:
         )
 
     @torch.inference_mode()
-    def attention_pass(self, token_ids: list[int], per_head: bool = False) -> np.ndarray:
+    def attention_pass(self, token_ids: list[int], per_head: bool = False, bos: bool = True) -> np.ndarray:
         """One forward pass over `token_ids` alone: last-layer attention, (T, T) or (heads, T, T).
 
-        A BOS token is put in front when the tokenizer has one (and dropped from the result), as a
-        fresh pass over a text would have. Only the `reference` DRAGIN variant needs this extra
-        pass; decoding never does.
+        With `bos` a BOS token is put in front when the tokenizer has one, as a fresh pass over a text
+        would have, and dropped from the result. Without it the pass sees exactly `token_ids`, as the
+        DRAGIN authors' code runs it over the generated tokens: the first token then attends only
+        to itself and absorbs much of the attention that a BOS would have taken. Only the
+        `reference` DRAGIN variant needs this extra pass; decoding never does.
         """
-        bos = self.tokenizer.bos_token_id
-        ids = ([bos] if bos is not None else []) + list(token_ids)
+        bos_id = self.tokenizer.bos_token_id if bos else None
+        ids = ([bos_id] if bos_id is not None else []) + list(token_ids)
+        if not ids:
+            heads = getattr(self.model.config, "num_attention_heads", 1)
+            shape = (heads, 0, 0) if per_head else (0, 0)
+            return np.zeros(shape, dtype=np.float32)
         self._recorder.reset(active=True, all_rows=True, per_head=per_head)
         try:
             self.model(input_ids=torch.tensor([ids], device=self.model.device), use_cache=False)
@@ -214,6 +220,21 @@ class HFLanguageModel:
         for i, row in enumerate(rows):
             matrix[i, : len(row)] = row
         return matrix[skip:, skip:]
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self.tokenizer.bos_token_id
+
+    def encode(self, text: str, special_tokens: bool = False) -> list[int]:
+        """Token ids of `text`; with `special_tokens`, as the tokenizer encodes a whole text (BOS...)."""
+        return list(self.tokenizer(text, add_special_tokens=special_tokens).input_ids)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    def raw_tokens(self, token_ids: Sequence[int]) -> list[str]:
+        """Vocabulary strings of `token_ids` (with the tokenizer's space markers), for word merging."""
+        return self.tokenizer.convert_ids_to_tokens(list(token_ids))
 
     def attention_over_text(self, text: str) -> tuple[list[int], np.ndarray]:
         """Token ids of `text` (with BOS) and the (T, T) last-layer attention of one pass over them."""

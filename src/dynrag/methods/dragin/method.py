@@ -1,15 +1,16 @@
 """DRAGIN: RIND decides when to retrieve, QFS decides what to search for (DESIGN §5).
 
 The `paper` variant scores words from what decoding captured (entropy and last-layer attention of
-later tokens). The `reference` variant follows the authors' released code: an extra forward pass over
-the generated tokens alone, attention normalised within each sentence. Both cut the answer where the
-trigger fired, search with the QFS query, replace the documents and continue from the cut.
+later tokens), cuts the answer before the triggering word, searches with the QFS query, replaces the
+documents and continues from the cut. The `reference` variant is the authors' released algorithm
+(`reference.py`): chunks are written without documents and scored by an extra pass; a trigger cuts
+the answer at the start of its sentence, the query comes from a fresh pass over question + text +
+that sentence, cut to its last 64 tokens, and the new documents serve one sentence only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -17,28 +18,32 @@ from pydantic import Field
 from dynrag.errors import ConfigError
 from dynrag.lm.base import Generation
 from dynrag.methods.base import Answer
+from dynrag.methods.dragin.reference import last_tokens, reference_qfs_query, reference_word_scores
 from dynrag.methods.dragin.scoring import (
     first_trigger,
     qfs_select,
-    reference_attention_weights,
-    reference_scores,
-    reference_token_weights,
+    reference_trigger,
     rind_scores,
     word_attention,
     word_entropy,
 )
-from dynrag.methods.iterative import IterativeMethod, IterativeOptions, LoopState, ends_sentence
+from dynrag.methods.dragin.wordscores import ContentTest, WordScores, sentence_index
+from dynrag.methods.iterative import SENTENCE_ENDS, IterativeMethod, IterativeOptions, LoopState, ends_sentence
 from dynrag.methods.prompting import ANSWER, QUESTION
-from dynrag.text.stopwords import is_content_word, strip_punctuation
-from dynrag.text.words import WordSpan, merge_words
+from dynrag.text.content import content_flags, spacy_tagger
+from dynrag.text.stopwords import strip_punctuation
+from dynrag.text.words import merge_words
 
 
 # Default thresholds per variant; RIND's scale depends on the model. `paper`: answering HotpotQA
 # questions 41-54 without retrieval, the default model's (SmolLM2-135M) largest RIND score per answer
 # had quartiles 0.29 / 0.38 / 0.70 (gemma3-270m: 0.10 / 0.14 / 0.24), so 0.3 makes about three answers
-# in four retrieve. `reference`: its weights average 1 within a sentence, the scale the published
-# thresholds (about 1.0-1.4 for 7B-13B models) are on.
+# in four retrieve. `reference`: its weights average 1 within a sentence, the scale of the authors'
+# released thresholds (0.6-1.5 by model and dataset); 1.2 is theirs for Llama2-13b-chat and
+# Vicuna-13b on HotpotQA.
 DEFAULT_THETA = {"paper": 0.3, "reference": 1.2}
+# The authors' BM25 query keeps its last 64 tokens of the model's tokenizer.
+DEFAULT_QUERY_TOKENS = {"paper": None, "reference": 64}
 
 
 class DraginOptions(IterativeOptions):
@@ -49,55 +54,33 @@ class DraginOptions(IterativeOptions):
     )
     query_words: int = Field(25, ge=1, description="QFS: content words in the query")
     chunk_tokens: int = Field(64, ge=4, description="tokens decoded per step before checking")
-    early_stop: bool = Field(True, description="stop decoding at the end of the sentence where a trigger fired")
+    early_stop: bool = Field(True, description="paper variant: stop decoding at the end of the sentence where a trigger fired")
+    content_words: Literal["stopwords", "pos"] = Field(
+        "stopwords", description="content-word rule: a stopword list, or part of speech from a spaCy pipeline"
+    )
+    pos_model: str = Field("en_core_web_sm", description="the spaCy pipeline for content_words=pos")
+    max_query_tokens: int | None = Field(
+        None, ge=1, description="keep the query's last N tokens; None: the variant's default (reference 64, paper no cut)"
+    )
 
 
-@dataclass
-class WordScores:
-    words: list[WordSpan]
-    entropy: np.ndarray
-    attention: np.ndarray  # a_max (paper) or sentence-normalised weight (reference)
-    content: np.ndarray
-    scores: np.ndarray
-    sentence: np.ndarray  # sentence index of each word
-
-    def details(self, trigger: int | None) -> dict[str, Any]:
-        return {
-            "words": [w.text for w in self.words],
-            "entropy": _rounded(self.entropy),
-            "attention": _rounded(self.attention),
-            "score": _rounded(self.scores),
-            "content": [bool(c) for c in self.content],
-            "trigger": trigger,
-        }
-
-
-def _rounded(values: np.ndarray) -> list[float]:
-    return [round(float(v), 4) for v in values]
-
-
-def sentence_index(words: list[WordSpan]) -> np.ndarray:
-    """Sentence number of each word: a word ending in . ? ! closes its sentence."""
-    out, current = [], 0
-    for w in words:
-        out.append(current)
-        if w.text.rstrip().endswith((".", "?", "!")):
-            current += 1
-    return np.asarray(out, dtype=np.int64)
-
-
-def paper_scores(raw_tokens: list[str], pieces: list[str], entropies, token_attention) -> WordScores:
+def paper_scores(
+    raw_tokens: list[str], pieces: list[str], entropies, token_attention, content_test: ContentTest | None = None
+) -> WordScores:
     words = merge_words(raw_tokens, pieces)
-    content = np.array([is_content_word(w.text) for w in words], dtype=bool)
     if not words:
-        empty = np.zeros(0)
-        return WordScores(words, empty, empty, content, empty, np.zeros(0, dtype=np.int64))
+        return WordScores.empty(words)
+    content = np.asarray((content_test or _stopword_test)([w.text for w in words]), dtype=bool)
     entropy = word_entropy(np.asarray(entropies), words)
     attention = word_attention(token_attention, words)
     scores = rind_scores(entropy, attention, content)
     n = len(words)
     a_max = np.array([attention[i + 1 :, i].max() if i + 1 < n else 0.0 for i in range(n)])
     return WordScores(words, entropy, a_max, content, scores, sentence_index(words))
+
+
+def _stopword_test(words) -> list[bool]:
+    return content_flags(words, "stopwords")
 
 
 class Dragin(IterativeMethod):
@@ -111,26 +94,40 @@ class Dragin(IterativeMethod):
                 "use a local model (bundled or hf:) or a method that needs only log-probabilities (flare)"
             )
         super().__init__(lm, builder, options, retriever)
+        if options.content_words == "pos":
+            tagger = spacy_tagger(options.pos_model)  # fails now, with the fix, if it is not installed
+            self._content: ContentTest = lambda words: content_flags(words, "pos", tagger)
+        else:
+            self._content = _stopword_test
 
     @property
     def theta(self) -> float:
         return DEFAULT_THETA[self.options.variant] if self.options.theta is None else self.options.theta
 
+    @property
+    def max_query_tokens(self) -> int | None:
+        if self.options.max_query_tokens is not None:
+            return self.options.max_query_tokens
+        return DEFAULT_QUERY_TOKENS[self.options.variant]
+
     def start(self, question: str) -> LoopState:
         state = super().start(question)
-        state.trace.options["theta"] = self.theta  # the resolved threshold, not None
+        state.trace.options["theta"] = self.theta  # the resolved values, not None
+        state.trace.options["max_query_tokens"] = self.max_query_tokens
         return state
 
     def answer(self, question: str) -> Answer:
+        if self.options.variant == "reference":
+            return self._answer_reference(question)
         state = self.start(question)
         protect_first_sentence = False  # after a retrieval, the next sentence is kept unchecked
         while not self.done(state):
             checking = self.can_retrieve(state)
             stop_when = None
-            if checking and self.options.early_stop and self.options.variant == "paper":
+            if checking and self.options.early_stop:
                 stop_when = self._trigger_watch(protect_first_sentence)
             gen = self.generate(state, self.options.chunk_tokens, capture_attention=True, stop_when=stop_when)
-            scored = self._score(gen)
+            scored = paper_scores(gen.raw_tokens, gen.pieces, gen.entropies, gen.generated_attention(), self._content)
             trigger = None
             if checking:
                 eligible = scored.sentence >= (1 if protect_first_sentence else 0)
@@ -141,49 +138,50 @@ class Dragin(IterativeMethod):
                 if gen.stop_reason not in ("length", "callback"):
                     break
                 continue
-            cut = self._cut_token(scored, trigger)
-            self.keep(state, gen, cut, details=scored.details(trigger))
-            query = self._qfs_query(gen, scored.words[trigger].start)
+            self.keep(state, gen, scored.words[trigger].start, details=scored.details(trigger))
+            query = last_tokens(self.lm, self._qfs_query(gen, scored.words[trigger].start), self.max_query_tokens)
             self.retrieve(state, query, reason=f"RIND {scored.scores[trigger]:.2f} > {self.theta} "
                                                 f"at '{scored.words[trigger].text}'")
             protect_first_sentence = True
         return self.finish(state)
 
-    # -- when: RIND ------------------------------------------------------------------------
-
-    def _score(self, gen: Generation) -> WordScores:
-        if self.options.variant == "paper":
-            return paper_scores(gen.raw_tokens, gen.pieces, gen.entropies, gen.generated_attention())
-        return self._reference_scores(gen)
-
-    def _reference_scores(self, gen: Generation) -> WordScores:
-        words = merge_words(gen.raw_tokens, gen.pieces)
-        content = np.array([is_content_word(w.text) for w in words], dtype=bool)
-        sentence = sentence_index(words)
-        if not words:
-            empty = np.zeros(0)
-            return WordScores(words, empty, empty, content, empty, sentence)
-        entropy = word_entropy(gen.entropies, words)
-        heads = self.lm.attention_pass(gen.token_ids, per_head=True)
-        weights = np.zeros(len(words))
-        for s in np.unique(sentence):
-            members = np.flatnonzero(sentence == s)
-            end = words[members[-1]].end  # causal: rows up to the sentence end are a pass over them
-            token_w = reference_token_weights(heads[:, :end, :end])
-            weights[members] = reference_attention_weights(token_w, [words[i] for i in members])
-        scores = reference_scores(entropy, weights, content)
-        return WordScores(words, entropy, weights, content, scores, sentence)
-
-    def _cut_token(self, scored: WordScores, trigger: int) -> int:
-        """Paper: cut before the triggering word. Reference: cut at the start of its sentence."""
-        if self.options.variant == "paper":
-            return scored.words[trigger].start
-        first = int(np.flatnonzero(scored.sentence == scored.sentence[trigger])[0])
-        return scored.words[first].start
+    def _answer_reference(self, question: str) -> Answer:
+        """The authors' loop: chunks without documents; a trigger cuts at its sentence's start,
+        retrieves, writes one sentence with the new documents, and drops them again."""
+        state = self.start(question)
+        while not self.done(state):
+            checking = self.can_retrieve(state)
+            gen = self.generate(state, self.options.chunk_tokens)
+            scored = reference_word_scores(self.lm, gen, self._content) if checking else None
+            found = reference_trigger(scored.scores, scored.sentence, self.theta) if scored else None
+            if found is None:
+                self.keep(state, gen, details=scored.details(None) if scored else {})
+                if gen.stop_reason != "length":
+                    break
+                continue
+            sentence, hits = found
+            members = np.flatnonzero(scored.sentence == sentence)
+            words = [scored.words[i] for i in members]
+            self.keep(state, gen, words[0].start, details=scored.details(int(hits[0])))
+            query, made_of = reference_qfs_query(
+                self.lm, state.question, state.answer, gen, words, [int(h - members[0]) for h in hits],
+                self.options.query_words, self._content,
+            )
+            query = last_tokens(self.lm, query, self.max_query_tokens)
+            hit_text = ", ".join(made_of["hit_words"])
+            self.retrieve(state, query, reason=f"RIND > {self.theta} at '{hit_text}'")
+            # The new documents serve one sentence; the next chunk is written without them again.
+            after = self.generate(state, self.options.chunk_tokens, stop_after=SENTENCE_ENDS)
+            self.keep(state, after, details={"with_documents": True})
+            state.hits = []
+            if after.stop_reason not in ("stop_after", "length"):
+                break
+        return self.finish(state)
 
     def _trigger_watch(self, protect_first_sentence: bool):
         """A decoding callback: at each sentence end, stop if a finished sentence holds a trigger."""
         theta = self.theta
+        content = self._content
 
         def watch(state) -> bool:
             if not state.pieces or not ends_sentence(state.pieces[-1]):
@@ -193,13 +191,13 @@ class Dragin(IterativeMethod):
             matrix = np.zeros((n, n), dtype=np.float32)
             for t, row in enumerate(state.attention_rows[:n]):
                 matrix[t, : t + 1] = row[p : p + t + 1]
-            scored = paper_scores(state.raw_tokens, state.pieces, state.entropies, matrix)
+            scored = paper_scores(state.raw_tokens, state.pieces, state.entropies, matrix, content)
             eligible = scored.sentence >= (1 if protect_first_sentence else 0)
             return first_trigger(np.where(eligible, scored.scores, -np.inf), theta) is not None
 
         return watch
 
-    # -- what: QFS -------------------------------------------------------------------------
+    # -- what: QFS (paper) -----------------------------------------------------------------
 
     def _qfs_query(self, gen: Generation, trigger_token: int) -> str:
         """Top content words by the trigger token's attention over the question and answer so far."""
@@ -218,6 +216,6 @@ class Dragin(IterativeMethod):
             for word in merge_words([raw[i] for i in positions]):
                 texts.append(word.text)
                 weights.append(float(row[positions[word.start : word.end]].sum()))
-        content = [is_content_word(t) for t in texts]
-        selected = qfs_select(np.asarray(weights), texts, np.asarray(content, dtype=bool), self.options.query_words)
+        content = np.asarray(self._content(texts), dtype=bool)
+        selected = qfs_select(np.asarray(weights), texts, content, self.options.query_words)
         return " ".join(w for w in (strip_punctuation(s) for s in selected) if w)

@@ -10,11 +10,14 @@ Two variants of the attention term exist (DESIGN §5):
   from the last-layer attention rows captured while decoding (mean over heads) and summed over the
   word's tokens; use :func:`word_attention` then :func:`rind_scores`.
 * ``reference``: as the authors' released code computes it. One extra forward pass over the
-  generated tokens alone yields the last layer's attention ``A[h, t, s]``; each key token s gets
-  ``max_t A[h, t, s]`` (max over *all* query rows, the token's own row included), then the mean over
-  heads (:func:`reference_token_weights`). Per word the token weights are summed; within one sentence
-  the word weights are normalised to sum 1 and multiplied by the sentence's word count
-  (:func:`reference_attention_weights`), and ``S = H * a * s`` (:func:`reference_scores`).
+  generated chunk alone (no BOS) yields the last layer's attention ``A[h, t, s]``; each key token s
+  gets ``max_t A[h, t, s]`` (max over *all* query rows of the chunk, the token's own row included,
+  later sentences too), then the mean over heads (:func:`reference_token_weights`). Per word the
+  token weights are summed; within one sentence the word weights are normalised to sum 1 and
+  multiplied by the sentence's word count (:func:`reference_word_weights`), and ``S = H * a * s``
+  (:func:`reference_scores`); the first sentence with a word over the threshold triggers
+  (:func:`reference_trigger`). Its QFS weights come from a fresh pass over question + text + that
+  sentence (:func:`reference_qfs_weights`).
 """
 
 from __future__ import annotations
@@ -186,10 +189,91 @@ def reference_attention_weights(token_weights: ArrayLike, spans: Sequence[_Span]
     return per_word / total * n
 
 
+
+def reference_word_weights(
+    token_weights: ArrayLike, spans: Sequence[_Span], sentence: ArrayLike
+) -> NDArray[np.float64]:
+    """:func:`reference_attention_weights` applied sentence by sentence.
+
+    ``token_weights`` come from one pass over the *whole* generated chunk, so the maximum behind each
+    weight runs over every later query row of the chunk, later sentences included (the authors'
+    code normalises per sentence but never truncates the pass). ``sentence`` (one entry per word)
+    numbers the sentences; words of one sentence must be contiguous.
+    """
+    sent = _vector(sentence, "sentence", dtype=np.int64)
+    if sent.shape[0] != len(spans):
+        raise ValueError(f"sentence has {sent.shape[0]} entries but there are {len(spans)} words")
+    out = np.zeros(len(spans), dtype=np.float64)
+    for s in np.unique(sent):
+        members = np.flatnonzero(sent == s)
+        out[members] = reference_attention_weights(token_weights, [spans[i] for i in members])
+    return out
+
+
+def reference_trigger(
+    scores: ArrayLike, sentence: ArrayLike, theta: float
+) -> tuple[int, NDArray[np.int64]] | None:
+    """(sentence number, words over ``theta`` in it) for the first sentence holding such a word.
+
+    ``scores`` already carry the semantic indicator (0 for stopwords), so a sentence whose only
+    over-threshold words are stopwords does not trigger. The released code does trigger there and
+    then averages the attention of zero hit words (0/0); that bug is kept out on purpose.
+    """
+    arr = _vector(scores, "scores")
+    sent = _vector(sentence, "sentence", dtype=np.int64)
+    if arr.shape != sent.shape:
+        raise ValueError(f"scores has {arr.shape[0]} entries but sentence has {sent.shape[0]}")
+    first = first_trigger(arr, theta)
+    if first is None:
+        return None
+    s = int(sent[first])
+    return s, np.flatnonzero((sent == s) & (arr > theta))
+
+
+def reference_qfs_weights(
+    attention: ArrayLike, spans: Sequence[_Span], hits: Sequence[int]
+) -> NDArray[np.float64]:
+    """QFS word weights of the ``reference`` variant, from a fresh pass over question + text + sentence.
+
+    ``attention`` is that pass's (T, T) last-layer attention (mean over heads), ``spans`` its words
+    and ``hits`` the indices (into ``spans``) of the words whose RIND score exceeded the threshold.
+    For a hit word over tokens ``[r0, r1)``, each token ``t`` contributes the attention row of the
+    position *preceding* it, ``A[t - 1, :r0]``, over the positions before the word, renormalised to
+    sum 1 (the word's own earlier tokens are cut away); the contributions are averaged over the
+    word's tokens (a token at position 0 has no preceding row and counts as zero), summed per word
+    over their tokens, and averaged over all hit words. Positions outside every span (a BOS token)
+    share the normalisation but get no weight. No hits gives all zeros.
+    """
+    a = np.asarray(attention, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"attention must be a square (T, T) matrix, got shape {a.shape}")
+    t_len = a.shape[0]
+    _check_spans(spans, t_len, "attention")
+    for h in hits:
+        if not 0 <= h < len(spans):
+            raise ValueError(f"hit {h} is not a word index (there are {len(spans)} words)")
+    forward = np.zeros(t_len, dtype=np.float64)
+    for h in hits:
+        r0, r1 = spans[h].start, spans[h].end
+        acc = np.zeros(t_len, dtype=np.float64)
+        for t in range(max(r0, 1), r1):
+            row = a[t - 1, :r0]
+            total = row.sum()
+            if total > 0:
+                acc[:r0] += row / total
+        forward += acc / (r1 - r0)
+    if hits:
+        forward /= len(hits)
+    return np.array([forward[sp.start : sp.end].sum() for sp in spans], dtype=np.float64)
+
+
 __all__ = [
     "first_trigger",
     "qfs_select",
     "reference_attention_weights",
+    "reference_qfs_weights",
+    "reference_trigger",
+    "reference_word_weights",
     "reference_scores",
     "reference_token_weights",
     "rind_scores",
