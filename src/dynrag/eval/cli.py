@@ -43,6 +43,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         baseline: Optional[Path] = typer.Option(
             None, "--baseline", help="A `direct` run of the same questions: adds knowledge-boundary figures."
         ),
+        scorer: str = typer.Option(
+            "squad", "--scorer", help="How answers are scored: squad (default) | dragin (DRAGIN's evaluation; docs/methods.md)."
+        ),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
     ) -> None:
         """Evaluate a method on a benchmark file into a resumable run directory."""
@@ -66,6 +69,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 baseline=baseline,
                 retriever=retriever,
                 retriever_options=list(retriever_option),
+                scorer=scorer,
             )
             err = Console(stderr=True)
             run_eval(req, console=err, progress=progress and err.is_terminal)

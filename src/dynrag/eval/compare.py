@@ -27,9 +27,12 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         if config is None:
             raise DataError(str(run_dir), "not a run directory (no config.json or summary.json)")
         predictions = read_predictions(run_dir)
+        from dynrag.eval.runner import run_scorer
+
         meta = {k: config.get(k) for k in ("method", "model", "dataset")}
         summary = summarize(
-            predictions, any(p.get("support") for p in predictions), dataset_spec(config["dataset"]).yes_no, meta
+            predictions, any(p.get("support") for p in predictions), dataset_spec(config["dataset"]).yes_no, meta,
+            run_scorer(config),
         )
     return {"run": str(run_dir), "name": run_dir.name, **summary}
 

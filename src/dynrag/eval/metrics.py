@@ -6,7 +6,9 @@ import re
 import string
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
+
+from dynrag.registry import Options, Registry
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
@@ -94,3 +96,75 @@ def score_answer(final_answer: str, prediction: str, golds: list[str], yes_no_da
         scored = yes_no(scored) or scored
     tokens = best_token_scores(scored, golds)
     return AnswerScores(scored, exact_match(scored, golds), tokens.f1, tokens.precision, tokens.recall)
+
+
+# -- scorers: how a run turns one generated answer into EM/F1 (a named choice, `--scorer NAME`) ----
+
+Scorer = Callable[[str, str, list[str]], AnswerScores]
+"""(extracted short answer, full generated text, gold answers) -> the scores a run records."""
+
+# What DRAGIN's evaluation strips from the end of an extracted answer.
+_DRAGIN_TAILS = ("</s>", "<|endoftext|>")
+
+
+def dragin_extract(prediction: str, yes_no_dataset: bool, whole_text_fallback: bool) -> str:
+    """The answer as DRAGIN's evaluation extracts it from the generated text.
+
+    The text after the *first* "the answer is" (case-sensitive, one separator skipped), with a
+    trailing end-of-text token and full stop removed. On a yes/no dataset (StrategyQA) that text maps
+    to "yes" when it starts with "yes" (any case) and to "no" otherwise. Without the phrase the
+    answer is empty, except with ``whole_text_fallback`` (their 2WikiMultihopQA), which scores the
+    whole text.
+    """
+    phrase = "the answer is"
+    at = prediction.find(phrase)
+    if at < 0:
+        return prediction if whole_text_fallback and not yes_no_dataset else ""
+    rest = prediction[at + len(phrase) + 1 :]
+    if yes_no_dataset:
+        return "yes" if rest[:3].lower() == "yes" else "no"
+    for tail in _DRAGIN_TAILS:
+        if rest.endswith(tail):
+            rest = rest[: -len(tail)]
+    return rest[:-1] if rest.endswith(".") else rest
+
+
+def separate_max_token_scores(prediction: str, golds: Iterable[str]) -> TokenScores:
+    """F1, precision and recall each maximised over the golds on its own, as DRAGIN's scorer does
+    (so precision may come from one gold and recall from another)."""
+    f1 = precision = recall = 0.0
+    for gold in golds:
+        s = token_scores(prediction, gold)
+        f1, precision, recall = max(f1, s.f1), max(precision, s.precision), max(recall, s.recall)
+    return TokenScores(f1, precision, recall)
+
+
+class ScorerOptions(Options):
+    """Scorers take no options yet; the dataset decides their yes/no and fallback behaviour."""
+
+
+SCORERS: Registry[Callable[..., Scorer]] = Registry("scorer")
+
+
+@SCORERS.register("squad", ScorerOptions, "the short answer after the last answer phrase; SQuAD EM/F1, the best gold's P/R (default)")
+def squad_scorer(options: ScorerOptions, *, dataset: str, yes_no: bool) -> Scorer:
+    def score(final_answer: str, prediction: str, golds: list[str]) -> AnswerScores:
+        return score_answer(final_answer, prediction, golds, yes_no)
+
+    return score
+
+
+@SCORERS.register("dragin", ScorerOptions, "as DRAGIN's evaluation: after the first 'the answer is'; yes/no by prefix; P and R maximised separately")
+def dragin_scorer(options: ScorerOptions, *, dataset: str, yes_no: bool) -> Scorer:
+    fallback = dataset == "2wikimultihopqa"
+
+    def score(final_answer: str, prediction: str, golds: list[str]) -> AnswerScores:
+        scored = dragin_extract(prediction or "", yes_no, fallback)
+        tokens = separate_max_token_scores(scored, golds)
+        return AnswerScores(scored, exact_match(scored, golds), tokens.f1, tokens.precision, tokens.recall)
+
+    return score
+
+
+def open_scorer(name: str, dataset: str, yes_no: bool) -> Scorer:
+    return SCORERS.open(name, None, dataset=dataset, yes_no=yes_no)

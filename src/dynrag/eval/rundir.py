@@ -72,6 +72,8 @@ def open_run(run_dir: Path, config: dict[str, Any]) -> None:
     if "retriever" not in old:  # written before the retriever was a choice: it was bm25
         retrieving = old.get("corpus") is not None
         old = {**old, "retriever": "bm25" if retrieving else None, "retriever_options": {} if retrieving else None}
+    if "scorer" not in old:  # written before the scorer was a choice: SQuAD-style
+        old = {**old, "scorer": "squad"}
     diffs = config_differences(old, config)
     if diffs:
         raise ConfigError(

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.boundary import knowledge_boundary
 from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases, load_examples
+from dynrag.eval.metrics import Scorer, open_scorer
 from dynrag.eval.pool import CONTEXTS_INDEX, contexts_index, pool_contexts
 from dynrag.eval.rundir import (
     SUMMARY_JSON,
@@ -59,6 +60,7 @@ class EvalRequest:
     baseline: Path | None = None
     retriever: str | None = None  # bm25 | dense | hybrid | milvus; None: the preset's, else bm25
     retriever_options: list[str] = field(default_factory=list)  # raw KEY=VALUE values
+    scorer: str = "squad"  # how answers are scored (dynrag.eval.metrics.SCORERS)
 
 
 def file_sha256(path: Path) -> str:
@@ -87,6 +89,9 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
     from dynrag.methods.registry import NO_RETRIEVAL, parse_options
 
     spec = dataset_spec(req.dataset)
+    from dynrag.eval.metrics import SCORERS
+
+    SCORERS.get(req.scorer)  # an unknown scorer fails now, naming the choices
     if req.limit is not None and req.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
     options = parse_options(req.method, req.options).model_dump()
@@ -136,6 +141,7 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         "retriever_options": retriever_options,
         "limit": req.limit,
         "exemplars": exemplars,
+        "scorer": req.scorer,
     }
 
 
@@ -204,7 +210,7 @@ def run_eval(
             retriever = _open_retriever(config, Path(config["corpus"]), out, progress)
         console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
         method = (method_factory or default_method_factory)(config, retriever)
-        _answer_all(method, todo, done, out, spec.yes_no, console, progress, len(examples))
+        _answer_all(method, todo, done, out, run_scorer(config), console, progress, len(examples))
 
     return write_summary(out, config, examples, report, baseline=req.baseline)
 
@@ -222,7 +228,7 @@ def _answer_all(
     todo: list[QAExample],
     done: list[dict[str, Any]],
     out: Path,
-    yes_no: bool,
+    scorer: Scorer,
     console: Console,
     progress: bool,
     total: int,
@@ -241,7 +247,7 @@ def _answer_all(
         for ex in todo:
             started = time.perf_counter()
             answer = method.answer(ex.question)
-            record = make_record(ex, answer.to_dict(), time.perf_counter() - started, yes_no)
+            record = make_record(ex, answer.to_dict(), time.perf_counter() - started, yes_no=False, scorer=scorer)
             writer.append(record)
             records.append(record)
             bar.update(task, advance=1, stats=_stats(records))
@@ -263,12 +269,19 @@ def write_summary(
     if report is not None and report.excluded:
         meta["excluded_records"] = sum(report.excluded.values())
     has_support = any(ex.supporting for ex in examples)
-    summary = summarize(predictions, has_support, dataset_spec(config["dataset"]).yes_no, meta)
+    meta["scorer"] = config.get("scorer", "squad")
+    summary = summarize(predictions, has_support, dataset_spec(config["dataset"]).yes_no, meta, run_scorer(config))
     if baseline is not None:
         summary["knowledge_boundary"] = baseline_figures(predictions, Path(baseline), config)
     write_json(out / SUMMARY_JSON, summary)
     write_atomic(out / SUMMARY_MD, summary_markdown(summary))
     return summary
+
+
+def run_scorer(config: dict[str, Any]) -> Scorer:
+    """The scorer a run's config names (runs made before scorers were a choice: squad)."""
+    spec = dataset_spec(config["dataset"])
+    return open_scorer(config.get("scorer", "squad"), spec.name, spec.yes_no)
 
 
 def baseline_figures(predictions: list[dict[str, Any]], baseline: Path, config: dict[str, Any]) -> dict[str, Any]:

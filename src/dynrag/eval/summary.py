@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dynrag.eval.loaders import QAExample, passage_key
-from dynrag.eval.metrics import score_answer
+from dynrag.eval.metrics import Scorer, score_answer
 
 # The figures summarize() computes; summary.json adds method/model/dataset and run notes.
 METRIC_KEYS = (
@@ -24,8 +24,11 @@ METRIC_KEYS = (
 )
 
 
-def make_record(example: QAExample, answer: Mapping[str, Any], seconds: float, yes_no: bool) -> dict[str, Any]:
-    """One predictions.jsonl line from an example and a method's ``Answer.to_dict()``."""
+def make_record(
+    example: QAExample, answer: Mapping[str, Any], seconds: float, yes_no: bool, scorer: Scorer | None = None
+) -> dict[str, Any]:
+    """One predictions.jsonl line from an example and a method's ``Answer.to_dict()``; ``scorer``
+    (default: SQuAD-style :func:`score_answer`) decides the recorded EM/F1."""
     retrievals = answer.get("retrievals") or []
     support = set(example.supporting)
     retrieved_ids: list[str] = []
@@ -39,7 +42,7 @@ def make_record(example: QAExample, answer: Mapping[str, Any], seconds: float, y
                     found.add(key)
     final = answer.get("final_answer") or ""
     prediction = answer.get("answer") or ""
-    s = score_answer(final, prediction, example.answers, yes_no)
+    s = scorer(final, prediction, example.answers) if scorer else score_answer(final, prediction, example.answers, yes_no)
     return {
         "id": example.id,
         "question": example.question,
@@ -75,10 +78,17 @@ def summarize(
     dataset_has_support: bool,
     yes_no: bool,
     meta: Mapping[str, Any] | None = None,
+    scorer: Scorer | None = None,
 ) -> dict[str, Any]:
-    """summary.json figures from prediction records; answers are re-scored, not read back."""
+    """summary.json figures from prediction records; answers are re-scored (by ``scorer``, default
+    SQuAD-style), not read back."""
     preds = list(predictions)
-    scores = [score_answer(p.get("final_answer") or "", p.get("prediction") or "", list(p["answers"]), yes_no) for p in preds]
+
+    def score(p: Mapping[str, Any]):
+        final, text, golds = p.get("final_answer") or "", p.get("prediction") or "", list(p["answers"])
+        return scorer(final, text, golds) if scorer else score_answer(final, text, golds, yes_no)
+
+    scores = [score(p) for p in preds]
     with_support = [p for p in preds if p.get("support")]
     support_recall = support_all = None
     if dataset_has_support and with_support:
