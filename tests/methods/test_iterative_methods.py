@@ -123,3 +123,12 @@ def test_bad_option_value_names_the_key():
     with pytest.raises(ConfigError) as err:
         parse_options("dragin", {"variant": "fancy"})
     assert "variant" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["fixed_length", "fixed_sentence"])
+def test_fixed_methods_can_retrieve_first_with_the_question(lm, index, builder, name):
+    answer = run(name, lm, index, builder, first_retrieval=True, max_new_tokens=8, max_retrievals=3)
+    first = answer.trace.retrievals[0]
+    assert first.query == QUESTION and first.position == 0
+    plain = run(name, lm, index, builder, max_new_tokens=8, max_retrievals=3)
+    assert all(r.position > 0 for r in plain.trace.retrievals)

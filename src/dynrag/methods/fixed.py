@@ -10,7 +10,18 @@ from dynrag.methods.base import Answer
 from dynrag.methods.iterative import SENTENCE_ENDS, IterativeMethod, IterativeOptions
 
 
-class FixedLengthOptions(IterativeOptions):
+class FixedOptions(IterativeOptions):
+    first_retrieval: bool = Field(
+        False, description="retrieve with the question before the first step (as DRAGIN's released FL-RAG/FS-RAG do)"
+    )
+
+
+def retrieve_first(method: IterativeMethod, state) -> None:
+    if method.options.first_retrieval and method.can_retrieve(state):
+        method.retrieve(state, state.question, reason="first retrieval, with the question")
+
+
+class FixedLengthOptions(FixedOptions):
     n: int = Field(16, ge=1, description="tokens generated between retrievals; the query is those tokens")
 
 
@@ -22,6 +33,7 @@ class FixedLength(IterativeMethod):
 
     def answer(self, question: str) -> Answer:
         state = self.start(question)
+        retrieve_first(self, state)
         while not self.done(state):
             gen = self.generate(state, self.options.n)
             kept = self.keep(state, gen)
@@ -32,7 +44,7 @@ class FixedLength(IterativeMethod):
         return self.finish(state)
 
 
-class FixedSentenceOptions(IterativeOptions):
+class FixedSentenceOptions(FixedOptions):
     max_sentence_tokens: int = Field(48, ge=4, description="longest sentence decoded in one step")
 
 
@@ -44,6 +56,7 @@ class FixedSentence(IterativeMethod):
 
     def answer(self, question: str) -> Answer:
         state = self.start(question)
+        retrieve_first(self, state)
         while not self.done(state):
             gen = self.generate(state, self.options.max_sentence_tokens, stop_after=SENTENCE_ENDS)
             sentence = self.keep(state, gen)
