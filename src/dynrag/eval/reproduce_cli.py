@@ -1,0 +1,50 @@
+"""The `reproduce` command; dynrag.cli registers it through ``register``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, ContextManager, Optional
+
+import typer
+from rich.console import Console
+
+
+def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
+    @app.command("reproduce")
+    def reproduce_command(
+        table: str = typer.Argument(..., help="dragin-table2 | dragin-table3 | bestpractice-table11"),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions of each dataset."),
+        model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+        retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 | dense | hybrid | milvus (default bm25)."),
+        retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE."),
+        corpus: str = typer.Option("contexts", "--corpus", help="'contexts' (each dataset's pooled paragraphs) or an index directory."),
+        data: list[str] = typer.Option([], "--data", help="DATASET=FILE (repeatable), e.g. hotpotqa=dev.json."),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="A folder laid out like ../shared/data."),
+        dataset: list[str] = typer.Option([], "--dataset", help="Only this dataset of the table (repeatable)."),
+        option: list[str] = typer.Option([], "--option", help="Table option KEY=VALUE, e.g. paper_model=Llama2-7b-chat."),
+        out: Path = typer.Option(Path("runs/reproduce"), "--out", help="Where the run directories go (resumed when they exist)."),
+        write: Optional[Path] = typer.Option(None, "--write", help="Also write the markdown table to this file."),
+        run: bool = typer.Option(True, "--run/--no-run", help="--no-run: show the published numbers and finished runs only."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    ) -> None:
+        """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
+        with user_errors():
+            from dynrag.errors import ConfigError
+            from dynrag.eval.reproduce import TABLES, ReproduceRequest, render, reproduce
+            from dynrag.io import atomic_write_text
+            from dynrag.registry import parse_pairs
+
+            if table not in TABLES:
+                raise ConfigError(f"unknown table {table!r}; choose one of: {', '.join(TABLES.names())}")
+            req = ReproduceRequest(
+                table=table, options=parse_pairs(option), limit=limit, model=model, retriever=retriever,
+                retriever_options=list(retriever_option), corpus=corpus,
+                data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
+                data_dir=data_dir, out=out, datasets=list(dataset) or None, run=run,
+            )
+            err = Console(stderr=True)
+            text = render(reproduce(req, console=err, progress=progress and err.is_terminal))
+            if write is not None:
+                atomic_write_text(write, text)
+            sys.stdout.write(text)
