@@ -95,3 +95,13 @@ def test_unreadable_corpus_file(tmp_path):
 def test_debug_shows_the_traceback(index_dir):
     r = dynrag("--debug", "ask", "   ", "--index", str(index_dir))
     assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+def test_reproduce_unknown_table_and_missing_data(tmp_path):
+    assert_one_line_error(dynrag("reproduce", "deeprag-table9"), "deeprag-table9", "dragin-table2")
+    assert_one_line_error(dynrag("reproduce", "dragin-table2", "--data", f"hotpotqa={tmp_path / 'nope.json'}"),
+                          "nope.json", "no such file")
+    shown = dynrag("reproduce", "dragin-table3", "--no-run", "--write", str(tmp_path / "t3.md"))
+    assert shown.returncode == 0, shown.stderr
+    assert "| DRAGIN | – | 3.50 | – |" in shown.stdout and "no data: give --data hotpotqa=PATH" in shown.stdout
+    assert (tmp_path / "t3.md").read_text() == shown.stdout

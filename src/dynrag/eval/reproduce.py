@@ -257,8 +257,10 @@ def run_dir(req: ReproduceRequest, spec: RunSpec) -> Path:
     return Path(req.out) / _slug(setting) / spec.dataset / f"{spec.key}-{digest}-n{req.limit or 'all'}"
 
 
-def reproduce(req: ReproduceRequest, console=None, progress: bool = True) -> dict[str, Any]:
-    """Run (or resume) every run of the table that has data; returns what `render` prints."""
+def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method_factory=None) -> dict[str, Any]:
+    """Run (or resume) every run of the table that has data; returns what `render` prints.
+
+    ``method_factory`` is the eval runner's (tests pass a fast stand-in)."""
     from rich.console import Console
 
     from dynrag.eval.runner import EvalRequest, run_eval
@@ -283,7 +285,9 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True) -> dic
             limit=req.limit, model=req.model, options=dict(spec.options), retriever=spec.retriever or req.retriever,
             retriever_options=list(req.retriever_options), scorer=table.scorer,
         )
-        results[(spec.dataset, spec.key)] = run_eval(eval_req, console=console, progress=progress)
+        results[(spec.dataset, spec.key)] = run_eval(
+            eval_req, method_factory=method_factory, console=console, progress=progress
+        )
     return {"table": table, "results": results, "missing": missing, "request": req}
 
 

@@ -1,0 +1,112 @@
+"""`dynrag reproduce`: the paper settings of each run, data lookup, resuming, shared runs, the table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dynrag.errors import ConfigError, DataError
+from dynrag.eval.reproduce import TABLES, ReproduceRequest, dragin_runs, published, render, reproduce
+from dynrag.methods.registry import parse_options
+from tests.eval import fixtures as fx
+from tests.eval.fakes import factory
+
+
+def test_published_numbers_name_their_source_and_the_released_thresholds():
+    data = published()
+    for name in TABLES.names():
+        assert name in data["tables"] and data["tables"][name]["source"]
+    thresholds = [
+        t for m in data["released_settings"]["dragin"]["models"].values() for t in m["dragin_threshold"].values()
+    ]
+    assert (min(thresholds), max(thresholds)) == (0.6, 1.5)  # not 1.0-1.4
+    assert data["tables"]["dragin-table3"]["cells"]["Llama2-13b-chat"]["hotpotqa"]["dragin"]["retrievals"] == 3.505
+
+
+def test_dragin_runs_carry_the_released_settings():
+    runs = {r.key: r for r in dragin_runs("Llama2-7b-chat", ["hotpotqa"], ["direct", "fixed_length", "flare", "dragin"])}
+    dragin = runs["dragin"].options
+    assert (dragin["variant"], dragin["theta"], dragin["query_words"], dragin["chunk_tokens"]) == ("reference", 0.8, 35, 100)
+    assert dragin["max_new_tokens"] == 100 and dragin["k"] == 3
+    flare = runs["flare"].options
+    assert (flare["trigger"], flare["theta"], flare["beta"]) == ("mean", 0.92, 0.92)  # 1 - 0.08
+    assert runs["fixed_length"].options["first_retrieval"] is True
+    assert runs["direct"].options == {"max_new_tokens": 100}
+    for run in runs.values():  # every setting is a valid option set of its method
+        parse_options(run.method, run.options)
+
+
+def request(tmp_path: Path, table: str, **kw) -> ReproduceRequest:
+    files = fx.write_all(tmp_path)
+    base = dict(table=table, data={"hotpotqa": files["hotpotqa"], "strategyqa": files["strategyqa"]},
+                out=tmp_path / "runs", limit=2)
+    base.update(kw)
+    return ReproduceRequest(**base)
+
+
+def answers():
+    """The fake method answers h1 right and h2 ("yes") wrong, and StrategyQA's s2 right."""
+    return {fx.HOTPOT[0]["question"]: fx.HOTPOT[0]["answer"], fx.HOTPOT[1]["question"]: "no",
+            "Is Paris in Spain?": "no"}
+
+
+def test_table3_runs_reports_missing_data_and_prints_differences(tmp_path):
+    built = []
+    req = request(tmp_path, "dragin-table3")
+    report = reproduce(req, method_factory=factory(answers(), built=built), progress=False)
+    assert sorted(report["missing"]) == ["2wikimultihopqa", "iirc"]
+    assert "--data iirc=PATH" in report["missing"]["iirc"]
+    assert len(built) == 8  # 4 methods x the 2 datasets with data
+    configs = {c["method"]: c for c, _, _ in built if c["dataset"] == "hotpotqa"}
+    assert configs["dragin"]["options"]["variant"] == "reference" and configs["dragin"]["options"]["theta"] == 1.2
+    assert configs["dragin"]["scorer"] == "dragin" and configs["dragin"]["limit"] == 2
+    text = render(report)
+    # the fake method retrieves once per question: ours 1.00 beside the paper's 3.505
+    assert "| DRAGIN | 1.00 | 3.50 | -2.50 |" in text
+    assert "## iirc" in text and "no data" in text
+
+    again = []
+    reproduce(req, method_factory=factory(answers(), built=again), progress=False)
+    assert again == []  # every run finished: resumed without answering anything
+
+
+def test_table2_shares_the_runs_table3_made(tmp_path):
+    reproduce(request(tmp_path, "dragin-table3", datasets=["hotpotqa"]), method_factory=factory(answers()),
+              progress=False)
+    built = []
+    report = reproduce(request(tmp_path, "dragin-table2", datasets=["hotpotqa"]),
+                       method_factory=factory(answers(), built=built), progress=False)
+    assert sorted(c["method"] for c, _, _ in built) == ["direct", "single"]
+    text = render(report)
+    assert "| wo-RAG | 0.500 | 0.223 | +0.277 |" in text  # h1 answered right, h2 ("yes") wrong by the fake
+
+
+def test_bad_requests_name_the_input(tmp_path):
+    with pytest.raises(DataError, match="no such file"):
+        reproduce(request(tmp_path, "dragin-table2", data={"hotpotqa": tmp_path / "nope.json"}), progress=False)
+    with pytest.raises(ConfigError, match="has datasets"):
+        reproduce(request(tmp_path, "dragin-table2", data={"musique": tmp_path / "x"}), progress=False)
+    with pytest.raises(ConfigError, match="paper_model"):
+        reproduce(request(tmp_path, "dragin-table2", options={"paper_model": "gpt-5"}), progress=False)
+    with pytest.raises(ConfigError, match="choose one of"):
+        reproduce(request(tmp_path, "deeprag-table9"), progress=False)
+
+
+def test_no_run_shows_the_published_numbers_only(tmp_path):
+    report = reproduce(request(tmp_path, "dragin-table2", run=False), progress=False)
+    text = render(report)
+    assert "| DRAGIN | – | 0.337 | – | – | 0.442 | – |" in text
+    assert not (tmp_path / "runs").exists()
+
+
+def test_bestpractice_rows_use_the_chain_options(tmp_path):
+    files = fx.write_all(tmp_path)
+    built = []
+    req = ReproduceRequest(table="bestpractice-table11", data={"hotpotqa": files["hotpotqa"]}, out=tmp_path / "r",
+                           limit=1)
+    report = reproduce(req, method_factory=factory(answers(), built=built), progress=False)
+    by_options = {json.dumps(c["options"].get("preset")) + c["retriever"]: c for c, _, _ in built}
+    assert len(built) == 6 and '"best"hybrid' in by_options and '"none"hybrid' in by_options
+    assert "| Hybrid with HyDE retrieval |" in render(report) and "11.71" in render(report)
