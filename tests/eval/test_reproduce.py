@@ -92,6 +92,15 @@ def test_bad_requests_name_the_input(tmp_path):
         reproduce(request(tmp_path, "dragin-table2", options={"paper_model": "gpt-5"}), progress=False)
     with pytest.raises(ConfigError, match="choose one of"):
         reproduce(request(tmp_path, "deeprag-table9"), progress=False)
+    with pytest.raises(ConfigError, match="has rows fixed_length"):
+        reproduce(request(tmp_path, "dragin-table3", rows=["drgin"]), progress=False)
+
+
+def test_rows_filter_runs_only_those_rows(tmp_path):
+    built = []
+    reproduce(request(tmp_path, "dragin-table3", rows=["dragin"]), method_factory=factory(answers(), built=built),
+              progress=False)
+    assert sorted((c["dataset"], c["method"]) for c, _, _ in built) == [("hotpotqa", "dragin"), ("strategyqa", "dragin")]
 
 
 def test_no_run_shows_the_published_numbers_only(tmp_path):

@@ -207,6 +207,7 @@ class ReproduceRequest:
     data_dir: Path | None = None
     out: Path = Path("runs/reproduce")
     datasets: list[str] | None = None  # only these of the table's datasets
+    rows: list[str] | None = None  # only these rows (run keys, e.g. dragin)
     run: bool = True  # False: resolve data and show what would run, and the published numbers
 
 
@@ -273,7 +274,11 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     for ds, why in missing.items():
         console.print(f"[yellow]{ds}: {why}; its rows are left out[/yellow]")
     results: dict[tuple[str, str], dict[str, Any] | None] = {}
-    todo = [s for s in table.runs if s.dataset in found]
+    keys = list(dict.fromkeys(s.key for s in table.runs))
+    bad = sorted(set(req.rows or []) - set(keys))
+    if bad:
+        raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
+    todo = [s for s in table.runs if s.dataset in found and (req.rows is None or s.key in req.rows)]
     for i, spec in enumerate(todo, 1):
         out = run_dir(req, spec)
         console.print(f"[bold]run {i}/{len(todo)}[/bold] {spec.dataset} {spec.label}: {out}")

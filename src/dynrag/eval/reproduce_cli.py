@@ -22,6 +22,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         data: list[str] = typer.Option([], "--data", help="DATASET=FILE (repeatable), e.g. hotpotqa=dev.json."),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="A folder laid out like ../shared/data."),
         dataset: list[str] = typer.Option([], "--dataset", help="Only this dataset of the table (repeatable)."),
+        row: list[str] = typer.Option([], "--row", help="Only this row, e.g. dragin or fixed_length (repeatable)."),
         option: list[str] = typer.Option([], "--option", help="Table option KEY=VALUE, e.g. paper_model=Llama2-7b-chat."),
         out: Path = typer.Option(Path("runs/reproduce"), "--out", help="Where the run directories go (resumed when they exist)."),
         write: Optional[Path] = typer.Option(None, "--write", help="Also write the markdown table to this file."),
@@ -41,7 +42,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 table=table, options=parse_pairs(option), limit=limit, model=model, retriever=retriever,
                 retriever_options=list(retriever_option), corpus=corpus,
                 data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
-                data_dir=data_dir, out=out, datasets=list(dataset) or None, run=run,
+                data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run,
             )
             err = Console(stderr=True)
             text = render(reproduce(req, console=err, progress=progress and err.is_terminal))
