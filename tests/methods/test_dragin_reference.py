@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError
 from dynrag.lm.base import Generation, Prompt
 from dynrag.lm.hf import HFLanguageModel
@@ -19,10 +18,10 @@ from dynrag.methods.dragin.reference import last_tokens, reference_qfs_query, re
 from dynrag.methods.dragin.scoring import reference_scores, reference_trigger
 from dynrag.methods.prompting import DOCUMENTS, PromptBuilder
 from dynrag.methods.registry import build_method
-from dynrag.retrieval.bm25 import BM25Index
 from dynrag.text.content import content_flags
 from dynrag.text.stopwords import is_content_word
 from dynrag.text.words import merge_words
+from tests.methods.conftest import without_unk
 from tests.tiny_models import tiny_llama, tiny_tokenizer
 
 SEED = 11
@@ -42,9 +41,7 @@ def sharpened(model):
 def pair():
     """(dynrag's LM on the tiny model, an eager copy with the same weights, the tokenizer)."""
     tok = tiny_tokenizer(add_bos=True)
-    model = sharpened(tiny_llama(len(tok), seed=SEED))
-    # Keep the random model from writing <unk>, so it writes words that can trigger and form queries.
-    model.lm_head.register_forward_hook(lambda module, args, out: out.index_fill(-1, torch.tensor([0]), -1e4))
+    model = without_unk(sharpened(tiny_llama(len(tok), seed=SEED)))
     eager = sharpened(tiny_llama(len(tok), seed=SEED, attn="eager"))
     return HFLanguageModel(model, tok, name="tiny"), eager, tok
 
@@ -175,19 +172,6 @@ def test_last_tokens_keeps_the_last_n(pair):
 
 
 # --- the loop: documents for one sentence, the query's last 64 tokens ------------------------------
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    texts = [
-        "the old bridge of the town was built in 1887 by an engineer",
-        "the river rhone flows south through lyon",
-        "the museum of the harbour town opened in the new year",
-        "the founder of the school was born in paris",
-    ]
-    out = tmp_path_factory.mktemp("idx") / "index"
-    BM25Index.build([Passage(f"p{i}", f"title {i}", t) for i, t in enumerate(texts)], out, progress=False)
-    return BM25Index.load(out)
 
 
 class Recording:

@@ -5,40 +5,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
-import torch
 
-from dynrag.corpus.passage import Passage
-from dynrag.lm.hf import HFLanguageModel
 from dynrag.methods.flare import Flare, FlareOptions, interleave, masked_query, uncertain_spans
 from dynrag.methods.prompting import DOCUMENTS, PromptBuilder
 from dynrag.methods.registry import build_method
 from dynrag.retrieval.base import Hit
-from dynrag.retrieval.bm25 import BM25Index
-from tests.tiny_models import tiny_llama, tiny_tokenizer
 
 QUESTION = "who built the bridge of the town ?"
-
-
-@pytest.fixture(scope="module")
-def lm():
-    tok = tiny_tokenizer()
-    model = tiny_llama(len(tok), seed=5)
-    model.lm_head.register_forward_hook(lambda module, args, out: out.index_fill(-1, torch.tensor([0]), -1e4))
-    return HFLanguageModel(model, tok, name="tiny")
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    texts = [
-        "the old bridge of the town was built in 1887 by an engineer",
-        "the river rhone flows south through lyon",
-        "the museum of the harbour town opened in the new year",
-        "the founder of the school was born in paris",
-    ]
-    out = tmp_path_factory.mktemp("idx") / "index"
-    BM25Index.build([Passage(f"p{i}", f"title {i}", t) for i, t in enumerate(texts)], out, progress=False)
-    return BM25Index.load(out)
 
 
 class Recording:

@@ -2,41 +2,13 @@
 
 import numpy as np
 import pytest
-import torch
 
-from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError
-from dynrag.lm.hf import HFLanguageModel
 from dynrag.methods.flare import masked_query
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.registry import build_method, parse_options
-from dynrag.retrieval.bm25 import BM25Index
-from tests.tiny_models import tiny_llama, tiny_tokenizer
 
 QUESTION = "who built the bridge of the town ?"
-
-
-@pytest.fixture(scope="module")
-def lm():
-    tok = tiny_tokenizer()
-    model = tiny_llama(len(tok), seed=5)
-    # The prompt's exemplars are mostly out of the tiny vocabulary; keep the random model from
-    # copying <unk>, so it writes words that can trigger and form queries.
-    model.lm_head.register_forward_hook(lambda module, args, out: out.index_fill(-1, torch.tensor([0]), -1e4))
-    return HFLanguageModel(model, tok, name="tiny")
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    texts = [
-        "the old bridge of the town was built in 1887 by an engineer",
-        "the river rhone flows south through lyon",
-        "the museum of the harbour town opened in the new year",
-        "the founder of the school was born in paris",
-    ]
-    out = tmp_path_factory.mktemp("idx") / "index"
-    BM25Index.build([Passage(f"p{i}", f"title {i}", t) for i, t in enumerate(texts)], out, progress=False)
-    return BM25Index.load(out)
 
 
 @pytest.fixture(scope="module")

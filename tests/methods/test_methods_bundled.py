@@ -88,3 +88,13 @@ def test_flare_retrieves_only_for_sentences_with_a_low_probability_token(lm, ind
         if step.kind == "generate" and not step.details.get("regenerated"):
             assert all(p >= theta for p, tok in zip(step.details["probabilities"], step.details["tokens"])
                        if tok.strip())
+
+
+def test_dragin_reference_variant_on_the_bundled_model(lm, index, builder, question):
+    options = {"variant": "reference", "theta": 0.0, "max_retrievals": 2, "max_new_tokens": 64}
+    answer = build_method("dragin", lm, index, options, builder).answer(question.question)
+    assert answer.trace.retrievals and "so the answer is" in answer.text.lower()
+    for retrieval in answer.trace.retrievals:
+        assert retrieval.query.strip() and lm.count_tokens(retrieval.query) <= 64
+    with_documents = [s for s in answer.trace.steps if s.details.get("with_documents")]
+    assert len(with_documents) == len(answer.trace.retrievals)  # one sentence per retrieval
