@@ -293,7 +293,8 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         results[(spec.dataset, spec.key)] = run_eval(
             eval_req, method_factory=method_factory, console=console, progress=progress
         )
-    return {"table": table, "results": results, "missing": missing, "request": req}
+    shown = [ds for ds in table.datasets if ds in found or ds in missing]
+    return {"table": table, "results": results, "missing": missing, "request": req, "datasets": shown}
 
 
 def _existing_summary(out: Path) -> dict[str, Any] | None:
@@ -323,7 +324,7 @@ def render(report: dict[str, Any]) -> str:
         f"corpus {req.corpus}, first {req.limit or 'all'} questions, scorer {table.scorer}. "
         f"Paper: {table.paper_setting}. Δ = ours − paper.",
     ]
-    for ds in table.datasets:
+    for ds in report.get("datasets", table.datasets):
         specs = [s for s in table.runs if s.dataset == ds]
         cols = table.columns(ds)
         lines += ["", f"## {ds}", ""]
