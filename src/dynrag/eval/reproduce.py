@@ -329,7 +329,8 @@ def render(report: dict[str, Any]) -> str:
         cols = table.columns(ds)
         lines += ["", f"## {ds}", ""]
         if ds in report["missing"]:
-            lines += [f"_{report['missing'][ds]}_: published numbers only.", ""]
+            typed = "published numbers only" if table.published_cells.get(ds) else "its published cells are not typed here either"
+            lines += [f"_{report['missing'][ds]}_: {typed}.", ""]
         header = ["method"]
         for c in cols:
             header += [f"{c.title} ours"] if c.ours else []
