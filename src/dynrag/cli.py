@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
@@ -46,19 +44,6 @@ def _load_lm_with_status(spec: str):
 
     with err_console.status(f"loading model {spec} ..."):
         return load_lm(spec)
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False, indent=2)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 @app.command()
@@ -139,7 +124,9 @@ def ask(
         answer = build_method(method, lm, searcher, options, builder).answer(question)
         data = answer.to_dict()
         if trace is not None:
-            write_json_atomic(trace, data)
+            from dynrag.io import atomic_write_json
+
+            atomic_write_json(trace, data)
         if as_json:
             sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
         else:

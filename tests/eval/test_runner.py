@@ -144,7 +144,7 @@ def test_corrupt_middle_line_is_an_error(tmp_path):
     pred_file = tmp_path / "run" / "predictions.jsonl"
     text = pred_file.read_text().splitlines(keepends=True)
     pred_file.write_text(text[0] + "garbage\n" + "".join(text[1:]))
-    with pytest.raises(DataError, match=r"predictions\.jsonl:2: not a prediction record"):
+    with pytest.raises(DataError, match=r"predictions\.jsonl:2: invalid JSON"):
         run_eval(request(tmp_path, data), method_factory=factory(answers), progress=False)
 
 

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dynrag.errors import ConfigError, DataError
+from dynrag.io import atomic_write_json, atomic_write_text
 from dynrag.eval.boundary import knowledge_boundary
 from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases, load_examples
 from dynrag.eval.pool import CONTEXTS_INDEX, contexts_index, pool_contexts
@@ -28,8 +29,6 @@ from dynrag.eval.rundir import (
     open_run,
     read_config,
     read_predictions,
-    write_atomic,
-    write_json,
 )
 from dynrag.eval.summary import make_record, summarize, summary_markdown
 from dynrag.methods.base import Method
@@ -266,8 +265,8 @@ def write_summary(
     summary = summarize(predictions, has_support, dataset_spec(config["dataset"]).yes_no, meta)
     if baseline is not None:
         summary["knowledge_boundary"] = baseline_figures(predictions, Path(baseline), config)
-    write_json(out / SUMMARY_JSON, summary)
-    write_atomic(out / SUMMARY_MD, summary_markdown(summary))
+    atomic_write_json(out / SUMMARY_JSON, summary)
+    atomic_write_text(out / SUMMARY_MD, summary_markdown(summary))
     return summary
 
 

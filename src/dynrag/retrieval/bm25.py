@@ -20,11 +20,9 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
-import os
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from json.decoder import scanstring  # type: ignore[attr-defined]
@@ -43,6 +41,7 @@ from bm25s.stopwords import STOPWORDS_EN
 import dynrag
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
+from dynrag.io import atomic_directory, atomic_write_json, json_line
 from dynrag.retrieval.base import Hit
 from dynrag.text.chunking import ChunkSpec, chunk_passages, small_chunks_keeping_large
 
@@ -194,23 +193,10 @@ class BM25Index:
         so an error or crash mid-build leaves an existing index untouched. ``chunk`` splits
         passages on the fly; ``total`` sizes the progress bar when known.
         """
-        out = Path(out_dir).absolute()
-        _check_replaceable(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
-        try:
-            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; an index need not be
+        with atomic_directory(out_dir, check=check_replaceable) as tmp:
             if chunk is not None and chunk.kind == "small-to-big":
-                manifest = _write_small_to_big(passages, chunk, tmp, progress, total)
-            else:
-                manifest = _write_index(chunk_passages(passages, chunk), tmp, progress, total, chunk)
-            _fsync_dir_files(tmp)
-            _swap_into_place(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        _fsync_dir(out.parent)
-        return manifest
+                return _write_small_to_big(passages, chunk, tmp, progress, total)
+            return _write_index(chunk_passages(passages, chunk), tmp, progress, total, chunk)
 
     # ---- loading --------------------------------------------------------------------------
 
@@ -528,9 +514,7 @@ def _write_passages_and_matrix(
         "dynrag_version": dynrag.__version__,
         "bm25s_version": bm25s.__version__,
     }
-    with open(tmp / "manifest.json", "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2)
-        f.write("\n")
+    atomic_write_json(tmp / "manifest.json", manifest)
     return manifest
 
 
@@ -642,8 +626,7 @@ def _write_small_to_big(
     with open(tmp / PARENTS_FILE, "w", encoding="utf-8") as parents:
 
         def keep(large: Passage) -> None:
-            record = {"id": large.id, "title": large.title, "text": large.text}
-            parents.write(json.dumps(record, ensure_ascii=False) + "\n")
+            parents.write(json_line({"id": large.id, "title": large.title, "text": large.text}))
 
         return _write_index(small_chunks_keeping_large(passages, chunk, keep), tmp, progress, total, chunk)
 
@@ -675,7 +658,7 @@ def _read_manifest(path: Path) -> dict[str, Any]:
 _INDEX_MARKERS = ("manifest.json", "passages.jsonl", "params.index.json")
 
 
-def _check_replaceable(out: Path) -> None:
+def check_replaceable(out: Path) -> None:
     # Never delete a directory that is not (the remains of) an index: --out may be a typo.
     if not out.exists():
         return
@@ -686,55 +669,3 @@ def _check_replaceable(out: Path) -> None:
             f"{out}: exists and is not a dynrag BM25 index; refusing to replace it "
             "(choose another --out or empty it)"
         )
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_dir_files(directory: Path) -> None:
-    # The rename is atomic, but without fsync a power cut could leave the new names pointing
-    # at unwritten data.
-    for entry in os.scandir(directory):
-        fd = os.open(entry.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the renames themselves durable; best effort (not every platform can fsync a dir).
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    """Rename tmp to out; an existing out is moved aside first and deleted only afterwards.
-
-    A crash in the instant between the two renames leaves the previous index, intact, in
-    ``.NAME.old-*/index`` next to out; a crash before them leaves only a ``.NAME.build-*``
-    directory, which is safe to delete.
-    """
-    _check_replaceable(out)
-    if not out.exists():
-        os.rename(tmp, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    os.rename(out, old / "index")  # same filesystem: atomic
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        os.rename(old / "index", out)  # put the previous index back
-        raise
-    shutil.rmtree(old, ignore_errors=True)

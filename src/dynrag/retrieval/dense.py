@@ -31,10 +31,8 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
-import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,13 +44,11 @@ import dynrag
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
 from dynrag.retrieval.base import Hit
+from dynrag.io import atomic_directory, atomic_write_json
 from dynrag.retrieval.bm25 import (
-    _check_replaceable,
     _encode_line,
-    _fsync_dir_files,
     _new_hit,
-    _swap_into_place,
-    _umask,
+    check_replaceable,
 )
 from dynrag.retrieval.bm25 import FORMAT as BM25_FORMAT
 
@@ -308,18 +304,8 @@ def exact_top_k(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.nd
 
 
 def _atomic_build(out: Path, write: Any) -> dict[str, Any]:
-    _check_replaceable(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())
-        manifest = write(tmp)
-        _fsync_dir_files(tmp)
-        _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return manifest
+    with atomic_directory(out, check=check_replaceable) as tmp:
+        return write(tmp)
 
 
 def _npy_header(count: int, dim: int) -> bytes:
@@ -409,9 +395,7 @@ def _write(
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "dynrag_version": dynrag.__version__,
     }
-    with open(tmp / "manifest.json", "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2)
-        f.write("\n")
+    atomic_write_json(tmp / "manifest.json", manifest)
     return manifest
 
 

@@ -13,7 +13,6 @@ the wall time of the searches (and of ``query_transform``, when given), after on
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -146,10 +145,10 @@ def evaluate_retrieval(
 
 def write_outputs(out: Path, result: RetrievalResult, meta: dict[str, Any]) -> Path:
     """DIR/summary.json (meta + metrics) and DIR/rankings.jsonl; returns the summary path."""
-    from dynrag.eval.rundir import write_atomic, write_json
+    from dynrag.io import atomic_write_json, atomic_write_text, json_line
 
     out.mkdir(parents=True, exist_ok=True)
     summary = {**meta, **result.summary}
-    write_atomic(out / "rankings.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in result.rankings))
-    write_json(out / "summary.json", summary)
+    atomic_write_text(out / "rankings.jsonl", "".join(map(json_line, result.rankings)))
+    atomic_write_json(out / "summary.json", summary)
     return out / "summary.json"

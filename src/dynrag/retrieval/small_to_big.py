@@ -9,12 +9,13 @@ with the rest). ``retrieval/factory.py`` wraps any retriever over such an index 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import IndexError_
+from dynrag.errors import DataError, IndexError_
+from dynrag.io import read_jsonl
 from dynrag.retrieval.base import Hit, Retriever
 from dynrag.text.chunking import parse_chunk_spec, small_chunk_parent
 
@@ -28,18 +29,19 @@ def is_small_to_big(manifest: dict) -> bool:
 def load_parents(index_dir: Path) -> dict[str, Passage]:
     """The large chunks of a small-to-big index, by id."""
     path = Path(index_dir) / PARENTS_FILE
-    parents: dict[str, Passage] = {}
+    if not path.is_file():
+        raise IndexError_(f"{index_dir}: a small-to-big index without {PARENTS_FILE}; rebuild it")
     try:
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                try:
-                    record = json.loads(line)
-                    parents[record["id"]] = Passage(record["id"], record["title"], record["text"])
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise IndexError_(f"{path}:{number}: not a passage record ({exc}); rebuild the index") from exc
-    except FileNotFoundError as exc:
-        raise IndexError_(f"{index_dir}: a small-to-big index without {PARENTS_FILE}; rebuild it") from exc
-    return parents
+        records = read_jsonl(path, validate=_passage_problem, whole=True)
+    except DataError as exc:
+        raise IndexError_(f"{exc}; rebuild the index") from exc
+    return {r["id"]: Passage(r["id"], r["title"], r["text"]) for r in records}
+
+
+def _passage_problem(record: Any) -> str | None:
+    if isinstance(record, dict) and all(isinstance(record.get(k), str) for k in ("id", "title", "text")):
+        return None
+    return "not a passage record (id, title, text)"
 
 
 class SmallToBigRetriever:
