@@ -110,12 +110,12 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         if req.corpus == "contexts":
             corpus = "contexts"
         else:
-            from dynrag.retrieval.bm25 import _read_manifest
+            from dynrag.retrieval.store import read_manifest
 
             corpus = str(Path(req.corpus).resolve())
             if not Path(corpus).is_dir():
                 raise ConfigError(f"--corpus {req.corpus}: no such index directory (or use --corpus contexts)")
-            corpus_sha = _read_manifest(Path(corpus))["corpus_sha256"]
+            corpus_sha = read_manifest(corpus)["corpus_sha256"]
     data = Path(req.data).resolve()
     if not data.is_file():
         raise DataError(str(req.data), "no such file")

@@ -68,11 +68,11 @@ def open_retriever(
     """A retriever over a BM25 index directory; the dense part is built next to it when missing
     (``index_dir/dense``), and the Milvus collection from the index's passages when missing. Over
     a small-to-big index it searches the small chunks and returns their large chunks."""
-    from dynrag.retrieval.bm25 import _read_manifest
     from dynrag.retrieval.small_to_big import SmallToBigRetriever, is_small_to_big, load_parents
+    from dynrag.retrieval.store import read_manifest
 
     _check_name(name)
-    small_to_big = Path(index_dir).is_dir() and is_small_to_big(_read_manifest(Path(index_dir)))
+    small_to_big = Path(index_dir).is_dir() and is_small_to_big(read_manifest(index_dir))
     parents = load_parents(index_dir) if small_to_big else None  # a missing file fails before any embedding
     retriever = _open_plain(name, index_dir, options, work_dir=work_dir, progress=progress)
     return SmallToBigRetriever(retriever, parents) if parents is not None else retriever

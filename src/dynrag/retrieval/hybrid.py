@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from dynrag.errors import ConfigError
-from dynrag.retrieval.base import Hit, Retriever
+from dynrag.retrieval.base import BatchSearch, Hit, Retriever, close_retriever
 
 if TYPE_CHECKING:
     from dynrag.retrieval.embedder import Embedder
@@ -100,7 +100,7 @@ def _best(hits: Sequence[Hit]) -> dict[str, float]:
     return out
 
 
-class HybridRetriever:
+class HybridRetriever(BatchSearch):
     """BM25 + dense over the same corpus: each gives ``candidates`` hits, then they are fused."""
 
     def __init__(
@@ -144,9 +144,6 @@ class HybridRetriever:
         bm25 = BM25Index.load(index_dir, backend=bm25_backend)  # type: ignore[arg-type]
         return cls(bm25, dense, alpha=alpha, fusion=fusion, candidates=candidates)
 
-    def search(self, query: str, k: int) -> list[Hit]:
-        return self.search_batch([query], k)[0]
-
     def search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         if not queries:
             return []
@@ -159,7 +156,5 @@ class HybridRetriever:
         ]
 
     def close(self) -> None:
-        for part in (self.bm25, self.dense):
-            close = getattr(part, "close", None)
-            if close is not None:
-                close()
+        close_retriever(self.bm25)
+        close_retriever(self.dense)

@@ -16,10 +16,9 @@ from typing import Any
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DataError, IndexError_
 from dynrag.io import read_jsonl
-from dynrag.retrieval.base import Hit, Retriever
+from dynrag.retrieval.base import BatchSearch, Hit, Retriever, close_retriever
+from dynrag.retrieval.store import PARENTS as PARENTS_FILE
 from dynrag.text.chunking import parse_chunk_spec, small_chunk_parent
-
-PARENTS_FILE = "parents.jsonl"
 
 
 def is_small_to_big(manifest: dict) -> bool:
@@ -44,7 +43,7 @@ def _passage_problem(record: Any) -> str | None:
     return "not a passage record (id, title, text)"
 
 
-class SmallToBigRetriever:
+class SmallToBigRetriever(BatchSearch):
     """Search small chunks, return their enclosing large chunks.
 
     Each large chunk appears once, scored by its best small chunk, best first. The small-chunk
@@ -64,13 +63,8 @@ class SmallToBigRetriever:
         self.fanout = max(1, int(fanout))
         self.max_fanout = max(self.fanout, int(max_fanout))
 
-    def search(self, query: str, k: int) -> list[Hit]:
-        return self.search_batch([query], k)[0]
-
     def close(self) -> None:
-        close = getattr(self.small, "close", None)
-        if close is not None:
-            close()
+        close_retriever(self.small)
 
     def search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         results = [None] * len(queries)
