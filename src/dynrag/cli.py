@@ -104,7 +104,8 @@ def ask(
         from dynrag.methods.prompting import PromptBuilder
         from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_option_pairs, parse_options
         from dynrag.render import render_answer
-        from dynrag.retrieval.factory import open_retriever, resolve_retriever, with_numpy_bm25
+        from dynrag.methods.chain import preset_retriever
+        from dynrag.retrieval.factory import open_retriever, parse_retriever_options, with_numpy_bm25
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
@@ -116,7 +117,8 @@ def ask(
             raise DynragError(f"--retriever/--retriever-option: method {method!r} does not retrieve")
         searcher = None
         if index_dir is not None and method not in NO_RETRIEVAL:
-            name, searcher_options = resolve_retriever(retriever, retriever_option, options.model_dump())
+            name = retriever or preset_retriever(options)
+            searcher_options = parse_retriever_options(name, retriever_option, flag="--retriever-option")
             searcher = open_retriever(
                 name, index_dir, with_numpy_bm25(name, searcher_options), work_dir=index_dir, progress=True
             )
@@ -149,7 +151,7 @@ def _register_subcommands() -> None:
     """Command groups that live in their own modules add themselves to the app here."""
     import importlib
 
-    for module in ("dynrag.eval.cli", "dynrag.retrieval.cli"):
+    for module in ("dynrag.eval.cli",):
         try:
             importlib.import_module(module).register(app, user_errors)
         except ModuleNotFoundError as exc:

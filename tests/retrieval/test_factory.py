@@ -3,7 +3,8 @@
 import pytest
 
 from dynrag.errors import ConfigError
-from dynrag.retrieval.factory import parse_retriever_options, resolve_retriever, with_numpy_bm25
+from dynrag.methods.chain import ChainOptions, preset_retriever
+from dynrag.retrieval.factory import parse_retriever_options, with_numpy_bm25
 
 
 def test_parse_options_names_the_flag_it_came_from():
@@ -13,16 +14,14 @@ def test_parse_options_names_the_flag_it_came_from():
         parse_retriever_options("sparse", [])
 
 
-def test_resolve_retriever_default_preset_and_explicit_choice():
-    assert resolve_retriever(None, [], {}) == ("bm25", {})
-    assert resolve_retriever(None, [], {"preset": "none"}) == ("bm25", {})
+def test_preset_retriever_default():
+    assert preset_retriever({}) == "bm25"
+    assert preset_retriever({"preset": "none"}) == "bm25"
     # the paper's balanced and best configurations both search with Hybrid
-    assert resolve_retriever(None, [], {"preset": "balanced"}) == ("hybrid", {})
-    assert resolve_retriever(None, ["alpha=0.7"], {"preset": "best"}) == ("hybrid", {"alpha": 0.7})
-    # an explicit choice wins over the preset's
-    assert resolve_retriever("dense", ["batch_size=8"], {"preset": "balanced"}) == ("dense", {"batch_size": 8})
+    assert preset_retriever({"preset": "balanced"}) == "hybrid"
+    assert preset_retriever(ChainOptions(preset="best")) == "hybrid"
     with pytest.raises(ConfigError, match=r"--retriever-option 'alpha=x': alpha must be a float"):
-        resolve_retriever(None, ["alpha=x"], {"preset": "balanced"})
+        parse_retriever_options(preset_retriever({"preset": "balanced"}), ["alpha=x"], flag="--retriever-option")
 
 
 def test_with_numpy_bm25_keeps_a_users_backend():

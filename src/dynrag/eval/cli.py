@@ -1,7 +1,8 @@
-"""The `eval` and `compare` commands; dynrag.cli registers them through ``register``."""
+"""The `eval`, `eval-retrieval` and `compare` commands; dynrag.cli registers them through ``register``."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Callable, ContextManager, Optional
@@ -70,6 +71,102 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             err = Console(stderr=True)
             run_eval(req, console=err, progress=progress and err.is_terminal)
             sys.stdout.write((out / SUMMARY_MD).read_text(encoding="utf-8"))
+
+    @app.command("eval-retrieval")
+    def eval_retrieval_command(
+        dataset: str = typer.Option(..., "--dataset", help=f"Benchmark format: {DATASET_NAMES}."),
+        data: Path = typer.Option(..., "--data", help="The benchmark file in its original format."),
+        out: Path = typer.Option(..., "--out", help="Output directory: summary.json, rankings.jsonl."),
+        retriever: str = typer.Option("bm25", "--retriever", help="bm25 | dense | hybrid | milvus"),
+        corpus: str = typer.Option(
+            "contexts", "--corpus",
+            help="'contexts' (pool the questions' context paragraphs into OUT/contexts-index) or an index directory.",
+        ),
+        option: list[str] = typer.Option(
+            [], "--option",
+            help="Retriever option KEY=VALUE (repeatable). bm25: backend (auto|numpy|numba). dense: embedding_model, "
+            "batch_size, backend (auto|numpy|faiss). hybrid: alpha (0.3), fusion (minmax|rrf), candidates (50), "
+            "embedding_model, batch_size, bm25_backend, dense_backend. milvus: mode (hybrid|bm25|dense), "
+            "ranker (rrf|weighted), alpha, candidates, uri, collection, embedding_model, batch_size.",
+        ),
+        k: str = typer.Option("3,10", "--k", help="Cut-offs for recall@K and support_all@K, e.g. 3,10."),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
+        skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+        hyde: bool = typer.Option(
+            False, "--hyde/--no-hyde", help="Search with each question plus a hypothetical passage the model writes."
+        ),
+        model: str = typer.Option("bundled", "--model", help="HyDE's model: bundled | bundled:NAME | hf:PATH_OR_ID"),
+        hyde_cache: Optional[Path] = typer.Option(
+            None, "--hyde-cache",
+            help="JSONL of HyDE passages, reused when model and prompt match and extended with new ones "
+            "(default OUT/hyde.jsonl); share one file across runs to write each passage once.",
+        ),
+        hyde_max_new_tokens: int = typer.Option(64, "--hyde-max-new-tokens", help="Length cap of a HyDE passage."),
+    ) -> None:
+        """Measure retrieval alone: recall@K, support_all@K, MRR and queries/s on a benchmark's
+        gold supporting passages."""
+        with user_errors():
+            from dynrag.errors import ConfigError
+            from dynrag.eval.retrieval import (
+                evaluate_retrieval,
+                hyde_summary,
+                parse_ks,
+                summary_table,
+                write_hyde_passages,
+                write_outputs,
+            )
+            from dynrag.eval.steps import check_corpus, corpus_index, load_questions
+            from dynrag.retrieval.base import close_retriever
+            from dynrag.retrieval.factory import open_retriever, parse_retriever_options
+
+            ks = parse_ks(k)
+            options = parse_retriever_options(retriever, option)
+            if limit is not None and limit < 1:
+                raise ConfigError(f"--limit must be >= 1, got {limit}")
+            if not hyde and (hyde_cache is not None or model != "bundled"):
+                raise ConfigError("--hyde-cache and --model apply to HyDE: add --hyde")
+            if hyde_max_new_tokens < 1:
+                raise ConfigError(f"--hyde-max-new-tokens must be >= 1, got {hyde_max_new_tokens}")
+            check_corpus(corpus)  # a bad --corpus fails before the questions are read
+            err = Console(stderr=True)
+            show = progress and err.is_terminal
+            examples, _ = load_questions(dataset, data, err, skip_bad=skip_bad, limit=limit)
+            index_dir = corpus_index(corpus, out, examples, err, show)
+            passages = None
+            if hyde:
+                from dynrag.lm import load_lm
+                from dynrag.retrieval.hyde_cache import HydePassages
+
+                passages = HydePassages(load_lm(model, progress=show), hyde_cache or out / "hyde.jsonl",
+                                        hyde_max_new_tokens)
+                # Write every passage before searching, so queries_per_second is search alone
+                # whether the passages were written now or read back.
+                questions = [ex.question for ex in examples if ex.supporting]
+                written = write_hyde_passages(passages, questions, show)
+            ret = open_retriever(retriever, index_dir, options, work_dir=out, progress=show)
+            try:
+                result = evaluate_retrieval(
+                    ret, examples, ks, progress=show, query_transform=passages.expand if passages else None
+                )
+            finally:
+                close_retriever(ret)
+            meta = {
+                "retriever": retriever,
+                "options": options,
+                "dataset": dataset,
+                "data": str(Path(data).resolve()),
+                "corpus": corpus if corpus == "contexts" else str(index_dir.resolve()),
+                "index": str(index_dir.resolve()),
+                "k": ks,
+                "query_transform": "hyde" if passages else "none",
+            }
+            if passages is not None:
+                meta.update(hyde_summary(passages, questions, written, result.summary))
+            path = write_outputs(out, result, meta)
+            summary = json.loads(path.read_text(encoding="utf-8"))
+            Console().print(summary_table(summary, ks))
+            err.print(f"wrote {path}")
 
     @app.command("compare")
     def compare_command(

@@ -20,8 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dynrag.errors import ConfigError, DataError
 from dynrag.io import atomic_write_json, atomic_write_text
 from dynrag.eval.boundary import knowledge_boundary
-from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases, load_examples
-from dynrag.eval.pool import CONTEXTS_INDEX, contexts_index, pool_contexts
+from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases
+from dynrag.eval.steps import check_corpus, corpus_index, load_questions
 from dynrag.eval.rundir import (
     SUMMARY_JSON,
     SUMMARY_MD,
@@ -102,19 +102,19 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
     if req.method in NO_RETRIEVAL and (req.retriever or req.retriever_options):
         raise ConfigError(f"--retriever/--retriever-option: method {req.method!r} does not retrieve")
     if req.method not in NO_RETRIEVAL:
-        from dynrag.retrieval.factory import resolve_retriever
+        from dynrag.methods.chain import preset_retriever
+        from dynrag.retrieval.factory import parse_retriever_options
 
-        retriever, retriever_options = resolve_retriever(req.retriever, req.retriever_options, options)
+        retriever = req.retriever or preset_retriever(options)
+        retriever_options = parse_retriever_options(retriever, req.retriever_options, flag="--retriever-option")
         if not req.corpus:
             raise ConfigError(f"method {req.method!r} retrieves: pass --corpus contexts or --corpus INDEX_DIR")
-        if req.corpus == "contexts":
-            corpus = "contexts"
-        else:
+        index_dir = check_corpus(req.corpus)
+        corpus = "contexts"
+        if index_dir is not None:
             from dynrag.retrieval.store import read_manifest
 
-            corpus = str(Path(req.corpus).resolve())
-            if not Path(corpus).is_dir():
-                raise ConfigError(f"--corpus {req.corpus}: no such index directory (or use --corpus contexts)")
+            corpus = str(index_dir.resolve())
             corpus_sha = read_manifest(corpus)["corpus_sha256"]
     data = Path(req.data).resolve()
     if not data.is_file():
@@ -169,16 +169,9 @@ def run_eval(
     config = resolve_config(req)
     spec = dataset_spec(config["dataset"])
     aliases = load_aliases(Path(req.aliases)) if req.aliases else None
-    report = LoadReport()
-    examples = list(
-        load_examples(spec.name, req.data, aliases=aliases, skip_bad=req.skip_bad, report=report, limit=req.limit)
+    examples, report = load_questions(
+        spec.name, req.data, console, aliases=aliases, skip_bad=req.skip_bad, limit=req.limit
     )
-    if report.skipped:
-        console.print(f"[yellow]skipped {report.skipped} bad record(s)[/yellow]; first: {report.messages[0]}")
-    for reason, count in report.excluded.items():
-        console.print(f"excluded {count} record(s): {reason}")
-    if not examples:
-        raise DataError(str(req.data), "no questions to evaluate")
 
     out = Path(req.out)
     open_run(out, config)
@@ -194,13 +187,9 @@ def run_eval(
 
     if todo:
         retriever = None
-        if config["corpus"] == "contexts":
-            index, built = contexts_index(out, pool_contexts(examples), progress=progress)
-            console.print(f"{'built' if built else 'reusing'} {out / CONTEXTS_INDEX} ({len(index)} passages)")
-            index.close()
-            retriever = _open_retriever(config, out / CONTEXTS_INDEX, out, progress)
-        elif config["corpus"]:
-            retriever = _open_retriever(config, Path(config["corpus"]), out, progress)
+        if config["corpus"]:
+            index_dir = corpus_index(config["corpus"], out, examples, console, progress)
+            retriever = _open_retriever(config, index_dir, out, progress)
         console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
         method = (method_factory or default_method_factory)(config, retriever)
         _answer_all(method, todo, done, out, spec.yes_no, console, progress, len(examples))

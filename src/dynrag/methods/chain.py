@@ -57,6 +57,15 @@ PRESETS: dict[str, dict[str, Any]] = {
 # retriever is built by the command, not the chain, so commands look the default up here.
 PRESET_RETRIEVERS: dict[str, str] = {"none": "bm25", "balanced": "hybrid", "best": "hybrid"}
 
+
+def preset_retriever(method_options: Any) -> str:
+    """The retriever a command builds when none is named: the chain preset's (``preset=balanced`` /
+    ``best`` mean hybrid), else bm25. ``method_options``: a mapping or a validated options model."""
+    preset = method_options.get("preset", "none") if isinstance(method_options, dict) else getattr(
+        method_options, "preset", "none"
+    )
+    return PRESET_RETRIEVERS.get(str(preset), "bm25")
+
 DEFAULT_CANDIDATES = 10
 
 
@@ -182,7 +191,7 @@ class RetrievalChain:
         """Load every model the options need now (so a bad option fails before any question)."""
         o = self.options
         if o.classify:
-            self.classifier._embedder()
+            self.classifier.check_embedder()
         if o.rerank != "none":
             _ = self.reranker
         if o.compress != "none":

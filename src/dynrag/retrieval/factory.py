@@ -155,18 +155,6 @@ def _dense(index_dir: Path, embedder: Any, backend: Any, batch_size: int, progre
     return dense
 
 
-def resolve_retriever(
-    requested: str | None, pairs: Sequence[str], method_options: dict[str, Any]
-) -> tuple[str, dict[str, Any]]:
-    """(retriever name, typed options) for a command: the one asked for, else the chain preset's
-    (``preset=balanced`` / ``best`` mean hybrid), else bm25."""
-    if requested is None:
-        from dynrag.methods.chain import PRESET_RETRIEVERS
-
-        requested = PRESET_RETRIEVERS.get(str(method_options.get("preset", "none")), "bm25")
-    return requested, parse_retriever_options(requested, pairs, flag="--retriever-option")
-
-
 def with_numpy_bm25(name: str, options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with the BM25 part on the numpy backend unless the user chose one: numba's JIT
     costs 6-12 s per process, more than it saves when each question then spends seconds generating."""

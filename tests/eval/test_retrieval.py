@@ -10,13 +10,8 @@ from dynrag.corpus import Passage
 from dynrag.errors import ConfigError, DynragError
 from dynrag.eval.loaders import QAExample
 from dynrag.retrieval import Hit
-from dynrag.retrieval.evaluate import (
-    evaluate_retrieval,
-    parse_ks,
-    recall_at_k,
-    reciprocal_rank,
-    support_all_at_k,
-)
+from dynrag.eval.metrics import recall_at_k, reciprocal_rank, support_all_at_k
+from dynrag.eval.retrieval import evaluate_retrieval, parse_ks
 from dynrag.retrieval.factory import parse_retriever_options
 from tests.eval import fixtures as fx
 
