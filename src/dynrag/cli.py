@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 
 from dynrag.errors import DynragError
+from dynrag.methods.registry import METHODS
+from dynrag.retrieval.factory import RETRIEVERS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Dynamic retrieval-augmented generation.")
 console = Console()
@@ -81,7 +83,7 @@ def index(
 def ask(
     question: str = typer.Argument(..., help="The question to answer."),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="BM25 index directory (dynrag index)."),
-    method: str = typer.Option("single", "--method", help="Answering method."),
+    method: str = typer.Option("single", "--method", help=f"Answering method: {METHODS.choices()}."),
     model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
     option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
     preset: Optional[str] = typer.Option(
@@ -89,7 +91,7 @@ def ask(
     ),
     retriever: Optional[str] = typer.Option(
         None, "--retriever",
-        help="bm25 | dense | hybrid | milvus over --index (dense parts are built into it on first use). "
+        help=f"{RETRIEVERS.choices()} over --index (dense parts are built into it on first use). "
         "Default: bm25, or hybrid with --preset balanced|best.",
     ),
     retriever_option: list[str] = typer.Option(

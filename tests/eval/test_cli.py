@@ -68,4 +68,4 @@ def test_eval_preset_and_retriever_flags_reach_the_config(tmp_path, fake_model):
     assert config["options"]["preset"] == "balanced" and config["options"]["rerank"] == "embedding"
     assert (config["retriever"], config["retriever_options"]) == ("bm25", {})
     r = cli.invoke(app, [*common, "--retriever", "hybrid", "--retriever-option", "alpha=high", "--out", str(tmp_path / "h")])
-    assert r.exit_code == 1 and "--retriever-option 'alpha=high': alpha must be a float" in r.output.replace("\n", "")
+    assert r.exit_code == 1 and "--retriever-option: retriever 'hybrid': option 'alpha'" in r.output.replace("\n", "")

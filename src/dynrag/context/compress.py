@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -30,7 +30,16 @@ from dynrag.errors import ConfigError
 from dynrag.retrieval.base import Hit
 from dynrag.text.sentences import split_sentences
 
-COMPRESSORS = ("none", "extractive", "selective")
+
+
+@runtime_checkable
+class Compressor(Protocol):
+    name: str
+
+    def compress(self, question: str, hits: list[Hit]) -> tuple[list[Hit], dict[str, Any]]:
+        """The hits with only their kept text (hits left empty dropped), and what was done, for
+        the trace: at least ``words_before`` and ``words_after``."""
+        ...
 
 
 @dataclass(frozen=True)

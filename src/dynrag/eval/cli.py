@@ -10,8 +10,12 @@ from typing import Callable, ContextManager, Optional
 import typer
 from rich.console import Console
 
-DATASET_NAMES = "hotpotqa, 2wikimultihopqa, musique, strategyqa, iirc, popqa, jsonl"
-RETRIEVER_HELP = "Retriever over the corpus: bm25 | dense | hybrid | milvus (dense parts are built on first use)."
+from dynrag.eval.datasets import DATASETS
+from dynrag.methods.registry import METHODS
+from dynrag.retrieval.factory import RETRIEVERS, option_help
+
+DATASET_NAMES = DATASETS.choices(", ")
+RETRIEVER_HELP = f"Retriever over the corpus: {RETRIEVERS.choices()} (dense parts are built on first use)."
 
 
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
@@ -19,7 +23,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     def eval_command(
         dataset: str = typer.Option(..., "--dataset", help=f"Benchmark format: {DATASET_NAMES}."),
         data: Path = typer.Option(..., "--data", help="The benchmark file in its original format."),
-        method: str = typer.Option(..., "--method", help="Answering method (see `dynrag ask --help`)."),
+        method: str = typer.Option(..., "--method", help=f"Answering method: {METHODS.choices()}."),
         out: Path = typer.Option(..., "--out", help="Run directory (created, or resumed when it exists)."),
         corpus: Optional[str] = typer.Option(
             None, "--corpus", help="'contexts' (pool the questions' context paragraphs) or an index directory."
@@ -77,17 +81,14 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         dataset: str = typer.Option(..., "--dataset", help=f"Benchmark format: {DATASET_NAMES}."),
         data: Path = typer.Option(..., "--data", help="The benchmark file in its original format."),
         out: Path = typer.Option(..., "--out", help="Output directory: summary.json, rankings.jsonl."),
-        retriever: str = typer.Option("bm25", "--retriever", help="bm25 | dense | hybrid | milvus"),
+        retriever: str = typer.Option("bm25", "--retriever", help=RETRIEVERS.choices()),
         corpus: str = typer.Option(
             "contexts", "--corpus",
             help="'contexts' (pool the questions' context paragraphs into OUT/contexts-index) or an index directory.",
         ),
         option: list[str] = typer.Option(
             [], "--option",
-            help="Retriever option KEY=VALUE (repeatable). bm25: backend (auto|numpy|numba). dense: embedding_model, "
-            "batch_size, backend (auto|numpy|faiss). hybrid: alpha (0.3), fusion (minmax|rrf), candidates (50), "
-            "embedding_model, batch_size, bm25_backend, dense_backend. milvus: mode (hybrid|bm25|dense), "
-            "ranker (rrf|weighted), alpha, candidates, uri, collection, embedding_model, batch_size.",
+            help=f"Retriever option KEY=VALUE (repeatable), defaults in brackets. {option_help()}",
         ),
         k: str = typer.Option("3,10", "--k", help="Cut-offs for recall@K and support_all@K, e.g. 3,10."),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),

@@ -89,7 +89,7 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
     if req.limit is not None and req.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
     options = parse_options(req.method, req.options).model_dump()
-    exemplars = req.exemplars or ("default" if spec.name in ("jsonl", "popqa") else spec.name)
+    exemplars = req.exemplars or spec.exemplar_style
     from dynrag.methods.prompting import PromptBuilder
 
     PromptBuilder.for_dataset(exemplars)  # an unknown style fails now, not after loading the model
