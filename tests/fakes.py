@@ -6,6 +6,8 @@ import hashlib
 
 import numpy as np
 
+from dynrag.retrieval.base import BatchSearch, Hit
+
 
 class HashEmbedder:
     """Bag-of-words hashed into ``dim`` buckets, L2-normalised: fast, deterministic, and texts that
@@ -26,3 +28,16 @@ class HashEmbedder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return out / norms
+
+
+class ScriptedRetriever(BatchSearch):
+    """Returns a fixed ranking per query text (ids only; title and text empty, score 1.0) and
+    records every query it was asked, in order."""
+
+    def __init__(self, rankings: dict[str, list[str]]):
+        self.rankings = rankings
+        self.queries: list[str] = []
+
+    def search_batch(self, queries, k):
+        self.queries.extend(queries)
+        return [[Hit(pid, "", "", 1.0) for pid in self.rankings.get(q, [])[:k]] for q in queries]

@@ -27,6 +27,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from dynrag.errors import ConfigError
+from dynrag.lm.base import require
 from dynrag.retrieval.base import Hit
 from dynrag.text.sentences import split_sentences
 
@@ -182,11 +183,7 @@ class SelectiveContextCompressor:
     name = "selective"
 
     def __init__(self, lm, ratio: float = 0.5):
-        if not hasattr(lm, "text_logprobs"):
-            raise ConfigError(
-                f"compress=selective needs token log-probabilities of a text, which model "
-                f"{getattr(lm, 'name', lm)!r} does not give; use compress=extractive"
-            )
+        require(lm, "text_logprobs", needed_by="compress=selective", instead="use compress=extractive")
         if not 0.0 < ratio <= 1.0:
             raise ConfigError(f"compress_ratio must be in (0, 1] (got {ratio})")
         self.lm, self.ratio = lm, ratio

@@ -38,7 +38,9 @@ StopWhen = Callable[[DecodeState], bool]
 class HFLanguageModel:
     """Wraps a transformers model and tokenizer; greedy decoding with a KV cache."""
 
-    capabilities = Capabilities(attention=True, logprobs=True)
+    capabilities = Capabilities(
+        attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True, text_logprobs=True
+    )
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str):
         self.model = model.eval()
