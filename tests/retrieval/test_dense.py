@@ -124,9 +124,8 @@ def test_alongside_a_bm25_index_and_hybrid_from_one_dir(tmp_path, hash_embedder)
     # The BM25 index is unaffected by its dense part.
     with BM25Index.load(out, backend="numpy") as bm25:
         assert bm25.search("drummer", k=1)[0].id == "peart"
-    hybrid = HybridRetriever.open(out, embedder=hash_embedder, bm25_backend="numpy")
-    assert hybrid.search("Berlin capital of Germany", k=1)[0].id == "berlin"
-    hybrid.close()
+    with HybridRetriever(BM25Index.load(out, backend="numpy"), DenseIndex.load(out, hash_embedder)) as hybrid:
+        assert hybrid.search("Berlin capital of Germany", k=1)[0].id == "berlin"
 
 
 def test_stale_dense_part_is_refused(tmp_path, hash_embedder):

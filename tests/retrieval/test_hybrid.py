@@ -95,7 +95,7 @@ def test_hybrid_over_real_bm25_and_real_embedder(tmp_path, embedder):
     out = tmp_path / "idx"
     BM25Index.build(CORPUS, out, progress=False)
     DenseIndex.build_alongside(out, embedder, progress=False)
-    hyb = HybridRetriever.open(out, embedder=embedder, bm25_backend="numpy")
+    hyb = HybridRetriever(BM25Index.load(out, backend="numpy"), DenseIndex.load(out, embedder))
     # BM25 finds nothing for a paraphrase without shared terms; dense carries it.
     assert hyb.bm25.search("percussionist of a group", k=3) == []
     assert hyb.search("percussionist of a group", k=1)[0].id == "peart"
