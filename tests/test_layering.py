@@ -39,10 +39,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+COMMANDS_FLOOR = 6  # a package's cli.py holds its commands: it stands on the command floor
+
+
 def floor_of(module: str) -> int | None:
     parts = module.split(".")
     if parts[0] != "dynrag":
         return None
+    if len(parts) > 2 and parts[-1] == "cli":
+        return COMMANDS_FLOOR
     return FLOORS.get(parts[1] if len(parts) > 1 else "__init__")
 
 
@@ -166,4 +171,5 @@ def test_the_checker_sees_lazy_relative_and_attribute_imports(fake_module):
         ("dynrag.methods.chain", "PRESETS"), ("dynrag.retrieval.bm25", "_read"), ("dynrag.retrieval.bm25", None),
     ]
     assert floor_of("dynrag.methods.chain") == 4 > floor_of("dynrag.retrieval.factory") == 2
+    assert floor_of("dynrag.eval.cli") == 6 == floor_of("dynrag.config")
     assert reads == [(5, "dynrag.retrieval.bm25._cache")]

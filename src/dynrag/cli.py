@@ -82,12 +82,15 @@ def index(
 @app.command()
 def ask(
     question: str = typer.Argument(..., help="The question to answer."),
-    index_dir: Optional[Path] = typer.Option(None, "--index", help="BM25 index directory (dynrag index)."),
-    method: str = typer.Option("single", "--method", help=f"Answering method: {METHODS.choices()}."),
-    model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+    config: Optional[Path] = typer.Option(
+        None, "--config", help="A run configuration (YAML, docs/evaluation.md); flags given here override its keys."
+    ),
+    index_dir: Optional[Path] = typer.Option(None, "--index", help="Index directory (dynrag index)."),
+    method: Optional[str] = typer.Option(None, "--method", help=f"Answering method: {METHODS.choices()} (default single)."),
+    model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
     option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
     preset: Optional[str] = typer.Option(
-        None, "--preset", help="Retrieval-chain preset of `single`: balanced | best (same as --option preset=NAME)."
+        None, "--preset", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
     ),
     retriever: Optional[str] = typer.Option(
         None, "--retriever",
@@ -97,35 +100,40 @@ def ask(
     retriever_option: list[str] = typer.Option(
         [], "--retriever-option", help="Retriever option KEY=VALUE (repeatable), e.g. alpha=0.3 for hybrid."
     ),
-    exemplars: str = typer.Option("default", "--exemplars", help="Few-shot exemplar style (dataset name)."),
+    exemplars: Optional[str] = typer.Option(None, "--exemplars", help="Few-shot exemplar style (dataset name; default: default)."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write the full trace JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace JSON instead of the rendering."),
 ) -> None:
     """Answer one question with a method over an index."""
     with user_errors():
-        from dynrag.methods.prompting import PromptBuilder
-        from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_option_pairs, parse_options
-        from dynrag.render import render_answer
+        from dynrag.config import load_run_config
         from dynrag.methods.chain import preset_retriever
-        from dynrag.retrieval.factory import open_retriever, parse_retriever_options, with_numpy_bm25
+        from dynrag.methods.prompting import PromptBuilder
+        from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_options
+        from dynrag.render import render_answer
+        from dynrag.retrieval.factory import given_options, open_retriever, with_numpy_bm25
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
-        options = parse_options(method, parse_option_pairs(option, preset))  # fail before loading anything
-        builder = PromptBuilder.for_dataset(exemplars)
-        if index_dir is None and method not in NO_RETRIEVAL:
-            raise DynragError(f"method {method!r} retrieves: pass --index DIR (build one with `dynrag index`)")
-        if method in NO_RETRIEVAL and (retriever or retriever_option):
-            raise DynragError(f"--retriever/--retriever-option: method {method!r} does not retrieve")
+        flags = dict(index=index_dir, method=method, model=model, retriever=retriever, exemplars=exemplars)
+        pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
+        run = load_run_config(config, flags, pairs, retriever_option)
+        method_name = run.method or "single"
+        options = parse_options(method_name, run.options)  # fail before loading anything
+        builder = PromptBuilder.for_dataset(run.exemplars or "default")
+        if run.index is None and method_name not in NO_RETRIEVAL:
+            raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
+        if method_name in NO_RETRIEVAL and (run.retriever or run.retriever_options):
+            raise DynragError(f"--retriever/--retriever-option: method {method_name!r} does not retrieve")
         searcher = None
-        if index_dir is not None and method not in NO_RETRIEVAL:
-            name = retriever or preset_retriever(options)
-            searcher_options = parse_retriever_options(name, retriever_option, flag="--retriever-option")
+        if run.index is not None and method_name not in NO_RETRIEVAL:
+            name = run.retriever or preset_retriever(options)
+            searcher_options = given_options(name, run.retriever_options, "--retriever-option")
             searcher = open_retriever(
-                name, index_dir, with_numpy_bm25(name, searcher_options), work_dir=index_dir, progress=True
+                name, run.index, with_numpy_bm25(name, searcher_options), work_dir=run.index, progress=True
             )
-        lm = _load_lm_with_status(model)
-        answer = build_method(method, lm, searcher, options, builder).answer(question)
+        lm = _load_lm_with_status(run.model)
+        answer = build_method(method_name, lm, searcher, options, builder).answer(question)
         data = answer.to_dict()
         if trace is not None:
             from dynrag.io import atomic_write_json

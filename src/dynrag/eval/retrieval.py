@@ -29,17 +29,6 @@ from dynrag.retrieval.base import Retriever
 QueryTransform = Callable[[list[str]], list[str]]
 
 
-def parse_ks(text: str) -> list[int]:
-    """"3,10" -> [3, 10] (sorted, distinct, each >= 1)."""
-    try:
-        ks = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError as e:
-        raise ConfigError(f"--k {text!r}: expected comma-separated whole numbers such as 3,10") from e
-    if not ks or ks[0] < 1:
-        raise ConfigError(f"--k {text!r}: expected comma-separated numbers >= 1 such as 3,10")
-    return ks
-
-
 # ---- evaluation -------------------------------------------------------------------------------
 
 

@@ -1,4 +1,8 @@
-"""The run directory's files: config.json, predictions.jsonl, summary.json and summary.md.
+"""The run directory's files: config.json, config.yaml, predictions.jsonl, summary.json, summary.md.
+
+config.json identifies the run (every input that decides the answers, resolved, with checksums):
+a second command into the same directory resumes only when it resolves to the same. config.yaml
+is the same run as a ``dynrag.config.RunConfig`` file, for ``dynrag eval --config RUN/config.yaml``.
 
 predictions.jsonl is append-only (``dynrag.io.JsonlAppender``): each record is written as one
 line in a single write, then flushed and fsynced, so a crash leaves at most one unterminated last
@@ -13,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.io import JsonlAppender, atomic_write_json, read_jsonl
+from dynrag.io import JsonlAppender, atomic_write_json, atomic_write_text, read_jsonl
 
 CONFIG, PREDICTIONS, SUMMARY_JSON, SUMMARY_MD = "config.json", "predictions.jsonl", "summary.json", "summary.md"
+CONFIG_YAML = "config.yaml"
 
 
 def read_config(run_dir: Path) -> dict[str, Any] | None:
@@ -40,8 +45,11 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return diffs
 
 
-def open_run(run_dir: Path, config: dict[str, Any]) -> None:
-    """Create the run directory with config.json, or check an existing one has the same config."""
+def open_run(run_dir: Path, config: dict[str, Any], option_defaults: dict[str, Any] | None = None) -> None:
+    """Create the run directory with config.json, or check an existing one has the same config.
+
+    ``option_defaults`` are the method's option defaults: an option missing from an older
+    config.json (added to the method since) is taken to have had its default."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: exists and is not a directory; choose another --out")
@@ -54,12 +62,26 @@ def open_run(run_dir: Path, config: dict[str, Any]) -> None:
     if "retriever" not in old:  # written before the retriever was a choice: it was bm25
         retrieving = old.get("corpus") is not None
         old = {**old, "retriever": "bm25" if retrieving else None, "retriever_options": {} if retrieving else None}
+    if option_defaults and isinstance(old.get("options"), dict):
+        old = {**old, "options": {**option_defaults, **old["options"]}}
     diffs = config_differences(old, config)
     if diffs:
         raise ConfigError(
             f"{run_dir} holds a run with a different config ({'; '.join(diffs)}); "
             "use another --out, or the same options to resume"
         )
+
+
+def write_run_yaml(run_dir: Path, run: dict[str, Any]) -> None:
+    """config.yaml: the run as a configuration file that `dynrag eval --config` reads back."""
+    import yaml
+
+    header = (
+        "# The resolved configuration of this run. `dynrag eval --config THIS_FILE` resumes it here;\n"
+        "# with `--out OTHER_DIR` it runs the same evaluation again. Keys: docs/evaluation.md.\n"
+    )
+    body = yaml.safe_dump(run, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    atomic_write_text(Path(run_dir) / CONFIG_YAML, header + body)
 
 
 def _prediction_problem(record: Any) -> str | None:

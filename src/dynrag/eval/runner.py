@@ -29,9 +29,11 @@ from dynrag.eval.rundir import (
     open_run,
     read_config,
     read_predictions,
+    write_run_yaml,
 )
 from dynrag.eval.summary import make_record, summarize, summary_markdown
 from dynrag.methods.base import Method
+from dynrag.registry import parse_pairs
 from dynrag.retrieval.base import Retriever
 
 RUN_FORMAT = "dynrag-run/1"
@@ -56,8 +58,9 @@ class EvalRequest:
     aliases: Path | None = None
     skip_bad: bool = False
     baseline: Path | None = None
-    retriever: str | None = None  # bm25 | dense | hybrid | milvus; None: the preset's, else bm25
-    retriever_options: list[str] = field(default_factory=list)  # raw KEY=VALUE values
+    retriever: str | None = None  # a RETRIEVERS name; None: the chain preset's, else bm25
+    # raw KEY=VALUE strings (from the command line) or a mapping of values (from a config file)
+    retriever_options: list[str] | dict[str, Any] = field(default_factory=list)
 
 
 def file_sha256(path: Path) -> str:
@@ -103,10 +106,12 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         raise ConfigError(f"--retriever/--retriever-option: method {req.method!r} does not retrieve")
     if req.method not in NO_RETRIEVAL:
         from dynrag.methods.chain import preset_retriever
-        from dynrag.retrieval.factory import parse_retriever_options
+        from dynrag.retrieval.factory import given_options
 
         retriever = req.retriever or preset_retriever(options)
-        retriever_options = parse_retriever_options(retriever, req.retriever_options, flag="--retriever-option")
+        given = req.retriever_options
+        values = dict(given) if isinstance(given, dict) else parse_pairs(given, "--retriever-option")
+        retriever_options = given_options(retriever, values, "--retriever-option")
         if not req.corpus:
             raise ConfigError(f"method {req.method!r} retrieves: pass --corpus contexts or --corpus INDEX_DIR")
         index_dir = check_corpus(req.corpus)
@@ -136,6 +141,17 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         "limit": req.limit,
         "exemplars": exemplars,
     }
+
+
+def run_yaml(config: dict[str, Any], req: EvalRequest) -> dict[str, Any]:
+    """The run as ``dynrag.config.RunConfig`` keys, resolved: what config.yaml holds."""
+    keys = ("method", "options", "model", "exemplars", "retriever", "retriever_options", "corpus",
+            "dataset", "data", "limit", "aliases")
+    run = {key: config[key] for key in keys}
+    run["retriever_options"] = run["retriever_options"] or {}
+    run.update(skip_bad=req.skip_bad, baseline=str(Path(req.baseline).resolve()) if req.baseline else None,
+               out=str(Path(req.out).resolve()))
+    return {key: value for key, value in run.items() if value is not None}
 
 
 def default_method_factory(config: dict[str, Any], retriever: Retriever | None) -> Method:
@@ -174,7 +190,10 @@ def run_eval(
     )
 
     out = Path(req.out)
-    open_run(out, config)
+    from dynrag.methods.registry import parse_options
+
+    open_run(out, config, option_defaults=parse_options(config["method"], {}).model_dump())
+    write_run_yaml(out, run_yaml(config, req))
     done = read_predictions(out, repair=True)
     by_id = {ex.id: ex for ex in examples}
     stray = [r["id"] for r in done if r["id"] not in by_id]

@@ -120,11 +120,15 @@ def open_milvus(options: MilvusOptions, index_dir: Path | None, *, work_dir: Pat
         )
 
 
-def parse_retriever_options(retriever: str, pairs: Sequence[str], flag: str = "--option") -> dict[str, Any]:
-    """``["alpha=0.3", ...]`` -> the typed options given for ``retriever`` (defaults left out, as
-    a run's config records them); errors name ``flag``, the retriever and the valid keys."""
-    values = parse_pairs(pairs, flag)
+def given_options(retriever: str, values: Mapping[str, Any], flag: str = "--option") -> dict[str, Any]:
+    """The options given for ``retriever``, validated and typed, defaults left out (as a run's
+    config records them); errors name ``flag``, the retriever and the valid keys."""
     return RETRIEVERS.parse_options(retriever, values, flag=flag).model_dump(exclude_unset=True)
+
+
+def parse_retriever_options(retriever: str, pairs: Sequence[str], flag: str = "--option") -> dict[str, Any]:
+    """``["alpha=0.3", ...]`` from the command line -> ``given_options``."""
+    return given_options(retriever, parse_pairs(pairs, flag), flag)
 
 
 def open_retriever(
