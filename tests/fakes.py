@@ -33,16 +33,21 @@ class HashEmbedder:
         return out / norms
 
 
-class ScriptedRetriever(BatchSearch):
-    """Returns a fixed ranking per query text (ids only; title and text empty, score 1.0) and
-    records every query it was asked, in order."""
+class FakeRetriever(BatchSearch):
+    """Fixed hits: ``hits`` for every query, or per query text the ids in ``rankings`` (title and
+    text empty, score 1.0). Records every query and every k it was asked for."""
 
-    def __init__(self, rankings: dict[str, list[str]]):
+    def __init__(self, hits: list[Hit] | None = None, rankings: dict[str, list[str]] | None = None):
+        self.hits = list(hits or [])
         self.rankings = rankings
         self.queries: list[str] = []
+        self.asked: list[int] = []
 
     def search_batch(self, queries, k):
         self.queries.extend(queries)
+        self.asked.append(k)
+        if self.rankings is None:
+            return [self.hits[:k] for _ in queries]
         return [[Hit(pid, "", "", 1.0) for pid in self.rankings.get(q, [])[:k]] for q in queries]
 
 

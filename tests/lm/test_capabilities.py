@@ -7,7 +7,7 @@ from dynrag.errors import ConfigError
 from dynrag.lm.base import Capabilities, LanguageModel, WithoutOptionalCapabilities
 from dynrag.methods.registry import build_method
 from dynrag.rerank.lm_pointwise import LMPointwiseReranker
-from tests.fakes import ScriptedRetriever
+from tests.fakes import FakeRetriever
 
 
 class TextOnly(WithoutOptionalCapabilities):
@@ -38,7 +38,7 @@ def test_a_backend_without_optional_capabilities_is_still_a_language_model():
 
 
 def test_each_caller_names_the_model_and_an_alternative():
-    lm, retriever = TextOnly(), ScriptedRetriever({})
+    lm, retriever = TextOnly(), FakeRetriever({})
     with pytest.raises(ConfigError, match=r"method 'dragin' needs last-layer attention .*openai:http.*flare"):
         build_method("dragin", lm, retriever)
     with pytest.raises(ConfigError, match=r"rerank=lm needs next-token probabilities.*use rerank=embedding"):
@@ -55,5 +55,5 @@ def test_the_reference_variant_needs_an_attention_pass():
         capabilities = Capabilities(attention=True, logprobs=True)
 
     with pytest.raises(ConfigError, match=r"variant=reference needs an extra attention pass.*variant=paper"):
-        build_method("dragin", DecodingOnly(), ScriptedRetriever({}), {"variant": "reference"})
-    build_method("dragin", DecodingOnly(), ScriptedRetriever({}))
+        build_method("dragin", DecodingOnly(), FakeRetriever({}), {"variant": "reference"})
+    build_method("dragin", DecodingOnly(), FakeRetriever({}))

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real packaged embedder (loaded once) and a tiny deterministic one."""
+"""Retrieval fixtures: a small corpus and a tiny deterministic embedder (the real one: tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,6 @@ CORPUS = [
     Passage("unicode", "Zürich", "Zürich — the largest city in Switzerland — sits on a lake."),
     Passage("eiffel", "Eiffel Tower", "A wrought-iron lattice tower on the Champ de Mars."),
 ]
-
-
-@pytest.fixture(scope="session")
-def embedder():
-    from dynrag.retrieval.embedder import Embedder
-
-    return Embedder.load()
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from dynrag.retrieval import BM25Index, Hit, Retriever
 from dynrag.retrieval.factory import open_retriever
 from dynrag.retrieval.small_to_big import PARENTS_FILE, SmallToBigRetriever, load_parents
 from dynrag.text.chunking import parse_chunk_spec, small_chunk_parent, small_chunks_keeping_large
+from tests.fakes import FakeRetriever
 from tests.text.test_chunking_strategies import words
 
 
@@ -47,20 +48,9 @@ def test_small_to_big_retriever_over_real_bm25(tmp_path):
         assert "Velmora" in s2b.search("Velmora bridge", k=1)[0].text
 
 
-class FakeSmall:
-    """Returns many small chunks of one parent before any other parent appears."""
-
-    def __init__(self):
-        self.asked: list[int] = []
-        self.hits = [Hit(f"A/s{i}", "", "", 10.0 - i) for i in range(8)] + [Hit("B/s0", "", "", 1.0)]
-
-    def search_batch(self, queries, k):
-        self.asked.append(k)
-        return [self.hits[:k] for _ in queries]
-
-
 def test_small_to_big_widens_the_search_until_k_parents():
-    small = FakeSmall()
+    # many small chunks of one parent come before any other parent
+    small = FakeRetriever([Hit(f"A/s{i}", "", "", 10.0 - i) for i in range(8)] + [Hit("B/s0", "", "", 1.0)])
     parents = {"A": Passage("A", "TA", "big A"), "B": Passage("B", "TB", "big B")}
     s2b = SmallToBigRetriever(small, parents.get, fanout=2, max_fanout=64)
     hits = s2b.search("q", 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,6 +43,19 @@ class BatchSearch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def without_blank_queries(
+    queries: list[str], search: Callable[[list[str]], list[list[Hit]]]
+) -> list[list[Hit]]:
+    """``search`` over the queries that have text; a blank query matches nothing and gets []
+    (as BM25 gives it), where an embedding of no text would return arbitrary passages."""
+    keep = [i for i, q in enumerate(queries) if q.strip()]
+    out: list[list[Hit]] = [[] for _ in queries]
+    if keep:
+        for i, hits in zip(keep, search([queries[i] for i in keep])):
+            out[i] = hits
+    return out
 
 
 def close_retriever(retriever: Any) -> None:

@@ -41,7 +41,7 @@ import dynrag
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
 from dynrag.io import atomic_directory, atomic_write_json
-from dynrag.retrieval.base import BatchSearch, Hit
+from dynrag.retrieval.base import BatchSearch, Hit, without_blank_queries
 from dynrag.retrieval.vectors import exact_top_k, faiss_available, faiss_index, npy_header
 from dynrag.retrieval.store import (
     INDEX_FORMAT,
@@ -200,9 +200,7 @@ class DenseIndex(BatchSearch):
         return self.embedder.encode(list(queries), batch_size=self.batch_size)
 
     def search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if not queries:
-            return []
-        return self.search_vectors(self.encode_queries(queries), k)
+        return without_blank_queries(queries, lambda texts: self.search_vectors(self.encode_queries(texts), k))
 
     def search_vectors(self, query_vectors: np.ndarray, k: int) -> list[list[Hit]]:
         """Top-k hits for already-encoded (L2-normalised) query vectors, best first."""

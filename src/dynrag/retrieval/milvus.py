@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError, DynragError, IndexError_
-from dynrag.retrieval.base import BatchSearch, Hit
+from dynrag.retrieval.base import BatchSearch, Hit, without_blank_queries
 
 if TYPE_CHECKING:
     from dynrag.retrieval.embedder import Embedder
@@ -221,6 +221,9 @@ class MilvusRetriever(BatchSearch):
             raise ConfigError(f"unknown Milvus search mode {mode!r}; use hybrid, bm25 or dense")
         if not queries or k <= 0:
             return [[] for _ in queries]
+        return without_blank_queries(queries, lambda texts: self._search(texts, k, mode))
+
+    def _search(self, queries: list[str], k: int, mode: Mode) -> list[list[Hit]]:
         pm = _pymilvus()
         out_fields = ["pid", "title", "text"]
         if mode == "bm25":
