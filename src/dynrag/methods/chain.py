@@ -149,6 +149,17 @@ def _entry_options(registry: Registry, name: str, options: ChainOptions) -> Any:
     return registry.parse_options(name, {k: getattr(options, k) for k in fields if k in type(options).model_fields})
 
 
+class RetrievingMethod:
+    """Base of the methods that retrieve: the model, prompt builder, validated options and
+    retriever, and the retrieval chain every one of their retrievals goes through. The chain
+    loads only what the options need, when the method is built, so bad options fail here."""
+
+    def __init__(self, lm: LanguageModel, builder: Any, options: ChainOptions, retriever: Retriever):
+        self.lm, self.builder, self.options, self.retriever = lm, builder, options, retriever
+        self.chain = RetrievalChain(lm, retriever, options)
+        self.chain.prepare()
+
+
 class RetrievalChain:
     """Runs the chain for one method; models load lazily and are kept for later questions."""
 

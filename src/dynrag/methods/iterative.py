@@ -18,13 +18,13 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from dynrag.lm.base import Generation, LanguageModel
+from dynrag.lm.base import Generation
 from dynrag.methods.answering import complete_answer
 from dynrag.methods.base import Answer, MethodOptions, Retrieval, Step, Trace
-from dynrag.methods.chain import ChainOptions, RetrievalChain
+from dynrag.methods.chain import ChainOptions, RetrievingMethod
 from dynrag.methods.direct import require_question
-from dynrag.methods.prompting import ANSWER_STOPS, PromptBuilder, has_complete_answer
-from dynrag.retrieval.base import Hit, Retriever
+from dynrag.methods.prompting import ANSWER_STOPS, has_complete_answer
+from dynrag.retrieval.base import Hit
 
 # A sentence ends at one of these; the trailing space is only seen when the next token arrives.
 SENTENCE_ENDS = (". ", "? ", "! ")
@@ -49,14 +49,9 @@ class LoopState:
     may_retrieve: bool = True  # False when query classification said the question needs no retrieval
 
 
-class IterativeMethod:
+class IterativeMethod(RetrievingMethod):
     name: ClassVar[str] = "iterative"
     Options: ClassVar[type[MethodOptions]] = IterativeOptions
-
-    def __init__(self, lm: LanguageModel, builder: PromptBuilder, options: Any, retriever: Retriever):
-        self.lm, self.builder, self.options, self.retriever = lm, builder, options, retriever
-        self.chain = RetrievalChain(lm, retriever, options)
-        self.chain.prepare()  # loads only what the options need; bad options fail here
 
     # -- loop pieces ---------------------------------------------------------------------
 

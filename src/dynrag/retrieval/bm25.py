@@ -15,11 +15,10 @@ from typing import Any, Literal
 import bm25s
 import numpy as np
 
-from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError
-from dynrag.retrieval.base import BatchSearch, Hit
+from dynrag.retrieval.base import Hit
 from dynrag.retrieval.bm25_build import build_bm25_index
-from dynrag.retrieval.store import INDEX_FORMAT, PassageStore, index_error, read_manifest
+from dynrag.retrieval.store import INDEX_FORMAT, PassageStore, StoreBacked, index_error, read_manifest
 from dynrag.retrieval.tokenizer import BM25Tokenizer
 
 FORMAT = INDEX_FORMAT
@@ -28,7 +27,7 @@ Backend = Literal["auto", "numba", "numpy"]
 BACKENDS = ("auto", "numba", "numpy")
 
 
-class BM25Index(BatchSearch):
+class BM25Index(StoreBacked):
     """A BM25 index directory opened for search; build one with ``BM25Index.build``."""
 
     def __init__(
@@ -126,26 +125,12 @@ class BM25Index(BatchSearch):
             return []
         return self.store.hit_lists(*self.search_rows_batch(queries, k))
 
-    # ---- misc -----------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return self._n
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        return dict(self._manifest)
+    # ---- misc (len, manifest, passage, close: StoreBacked) ------------------------------
 
     @property
     def backend(self) -> str:
         return str(self._bm25.backend)
 
-    def passage(self, row: int) -> Passage:
-        """The passage stored at ``row`` (0-based, in build order)."""
-        return self.store.passage(row)
-
     def verify(self) -> None:
         """Re-hash passages.jsonl against the manifest (reads the whole file; load() does not)."""
         self.store.verify(self._manifest["corpus_sha256"])
-
-    def close(self) -> None:
-        self.store.close()

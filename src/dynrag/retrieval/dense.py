@@ -41,12 +41,13 @@ import dynrag
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
 from dynrag.io import atomic_directory, atomic_write_json
-from dynrag.retrieval.base import BatchSearch, Hit, without_blank_queries
+from dynrag.retrieval.base import Hit, without_blank_queries
 from dynrag.retrieval.vectors import exact_top_k, faiss_available, faiss_index, npy_header
 from dynrag.retrieval.store import (
     INDEX_FORMAT,
     PassageStore,
     PassageWriter,
+    StoreBacked,
     check_manifest,
     check_replaceable,
     load_manifest_json,
@@ -68,7 +69,7 @@ Backend = Literal["auto", "numpy", "faiss"]
 _BUILD_BATCH = 1024  # passages embedded per step (the embedder sorts each by length)
 
 
-class DenseIndex(BatchSearch):
+class DenseIndex(StoreBacked):
     """A dense index opened for search; build one with ``build`` or ``build_alongside``."""
 
     def __init__(
@@ -219,24 +220,11 @@ class DenseIndex(BatchSearch):
             return rows.astype(np.int64), scores
         return exact_top_k(self.vectors, q, k)
 
-    # ---- misc -----------------------------------------------------------------------------
-
-    def passage(self, row: int) -> Passage:
-        return self.store.passage(row)
-
-    def __len__(self) -> int:
-        return self._n
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        return dict(self._manifest)
+    # ---- misc (len, manifest, passage, close: StoreBacked) ------------------------------
 
     @property
     def backend(self) -> str:
         return "faiss" if self._faiss is not None else "numpy"
-
-    def close(self) -> None:
-        self.store.close()
 
 
 # ---- building helpers -------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import numpy as np
 
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
-from dynrag.retrieval.base import Hit
+from dynrag.retrieval.base import BatchSearch, Hit
 
 PASSAGES, OFFSETS, FIELDS, MANIFEST = "passages.jsonl", "offsets.npy", "fields.npy", "manifest.json"
 PARENTS = "parents.jsonl"  # the large chunks of an index chunked small-to-big
@@ -321,3 +321,25 @@ class PassageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class StoreBacked(BatchSearch):
+    """Base of the local indexes whose passages live in a ``PassageStore`` (``self.store``), with
+    their manifest in ``self._manifest``."""
+
+    store: PassageStore
+    _manifest: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return dict(self._manifest)
+
+    def passage(self, row: int) -> Passage:
+        """The passage stored at ``row`` (0-based, in build order)."""
+        return self.store.passage(row)
+
+    def close(self) -> None:
+        self.store.close()
