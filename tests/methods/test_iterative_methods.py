@@ -176,3 +176,29 @@ def test_the_preset_sets_the_chain_of_an_iterative_method():
     options = parse_options("dragin", {"preset": "balanced"})
     assert (options.classify, options.rerank, options.repack, options.compress) == (True, "embedding", "reverse", "extractive")
     assert parse_options("fixed_length", {"preset": "balanced", "repack": "sides"}).repack == "sides"
+
+
+def test_ask_dragin_with_the_balanced_preset_applies_the_chain_to_each_retrieval(lm, index, tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    import dynrag.cli as cli
+
+    monkeypatch.setattr(cli, "_load_lm_with_status", lambda spec: lm)
+    load = BM25Index.load.__func__  # numpy search: numba's JIT would cost seconds here
+    monkeypatch.setattr(BM25Index, "load", classmethod(lambda cls, d, *a, **k: load(cls, d, *a, **{**k, "backend": "numpy"})))
+    index_dir = tmp_path / "idx"
+    BM25Index.build([index.passage(i) for i in range(len(index))], index_dir, progress=False)
+    # the classifier's "answer directly" would leave nothing to check: keep it, but below its threshold
+    args = ["ask", QUESTION, "--index", str(index_dir), "--method", "dragin", "--preset", "balanced",
+            "--option", "theta=0", "--option", "max_new_tokens=16", "--option", "classify_threshold=0", "--json"]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["options"]["preset"] == "balanced" and data["options"]["rerank"] == "embedding"
+    kinds = [s["kind"] for s in data["steps"]]
+    assert kinds[0] == "classify" and kinds.count("classify") == 1
+    assert data["retrievals"] and kinds.count("rerank") == kinds.count("compress") == len(data["retrievals"])
+    assert all("reranked by embedding" in r["reason"] for r in data["retrievals"])
+    assert (index_dir / "dense" / "vectors.npy").is_file()  # the preset's hybrid retriever
