@@ -56,18 +56,20 @@ def answers(primary: Iterable[str], aliases: Iterable[str] = ()) -> list[str]:
     return out
 
 
-def generic_contexts(items: Any, name: str) -> tuple[list[Passage], list[str]]:
+def generic_contexts(items: Any, name: str, text_key: str = "text") -> tuple[list[Passage], list[str]]:
+    """Context passages from ``[{title, <text_key>, supporting | is_supporting}]`` (or plain
+    strings), blank ones skipped, and the ids of those marked supporting."""
     if not isinstance(items, list):
         raise BadRecord(f"field {name!r} must be a list")
     contexts, supporting = [], []
     for i, item in enumerate(items):
         if isinstance(item, str):
-            item = {"text": item}
-        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-            raise BadRecord(f"{name}[{i}] needs a 'text' string")
-        if not item["text"].strip():
+            item = {text_key: item}
+        if not isinstance(item, dict) or not isinstance(item.get(text_key), str):
+            raise BadRecord(f"{name}[{i}] needs a {text_key!r} string")
+        if not item[text_key].strip():
             continue
-        p = make_passage(str(item.get("title") or ""), item["text"])
+        p = make_passage(str(item.get("title") or ""), item[text_key])
         contexts.append(p)
         if item.get("supporting") is True or item.get("is_supporting") is True:
             supporting.append(p.id)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from dynrag.eval.datasets import DATASETS, Dataset, ParseContext
-from dynrag.eval.datasets.fields import answers, as_object, required, required_text, string_list
-from dynrag.eval.examples import QAExample, make_passage
-from dynrag.eval.records import BadRecord, iter_jsonl
+from dynrag.eval.datasets.fields import answers, as_object, generic_contexts, required, required_text, string_list
+from dynrag.eval.examples import QAExample
+from dynrag.eval.records import iter_jsonl
 from dynrag.registry import Options
 
 
@@ -16,22 +16,9 @@ def parse_musique(record: Any, ctx: ParseContext) -> list[QAExample]:
     as_object(record)
     qid = required_text(record, "id")
     alias_list = string_list(record.get("answer_aliases") or [], "field 'answer_aliases'")
-    paragraphs = required(record, "paragraphs")
-    if not isinstance(paragraphs, list):
-        raise BadRecord("field 'paragraphs' must be a list")
-    contexts = []
-    supporting = []
-    for i, para in enumerate(paragraphs):
-        if not isinstance(para, dict) or not isinstance(para.get("paragraph_text"), str):
-            raise BadRecord(f"paragraphs[{i}] needs a 'paragraph_text' string")
-        if not para["paragraph_text"].strip():
-            continue
-        p = make_passage(str(para.get("title") or ""), para["paragraph_text"])
-        contexts.append(p)
-        if para.get("is_supporting") is True:
-            supporting.append(p.id)
+    contexts, supporting = generic_contexts(required(record, "paragraphs"), "paragraphs", "paragraph_text")
     gold = answers([required_text(record, "answer")], alias_list + ctx.aliases.get(qid, []))
-    return [QAExample(qid, required_text(record, "question"), gold, contexts, list(dict.fromkeys(supporting)))]
+    return [QAExample(qid, required_text(record, "question"), gold, contexts, supporting)]
 
 
 @DATASETS.register("musique", summary="MuSiQue JSONL with paragraphs")
