@@ -4,7 +4,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynrag.corpus import Passage
 from dynrag.errors import DynragError, IndexError_
 from dynrag.retrieval import BM25Index, Hit, Retriever
 from dynrag.retrieval import dense as dense_module
