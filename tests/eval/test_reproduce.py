@@ -11,7 +11,7 @@ from dynrag.errors import ConfigError, DataError
 from dynrag.eval.reproduce import TABLES, ReproduceRequest, dragin_runs, published, render, reproduce
 from dynrag.methods.registry import parse_options
 from tests.eval import fixtures as fx
-from tests.eval.fakes import factory
+from tests.fakes import method_factory as factory
 
 
 def test_published_numbers_name_their_source_and_the_released_thresholds():

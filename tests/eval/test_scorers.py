@@ -60,7 +60,7 @@ def test_a_run_records_its_scorer_and_scores_with_it(tmp_path):
 
     from dynrag.eval.runner import EvalRequest, run_eval
     from tests.eval import fixtures as fx
-    from tests.eval.fakes import factory
+    from tests.fakes import method_factory as factory
 
     rows = fx.qa_rows(2)
     # FakeMethod writes "Some reasoning. So the answer is X.": both scorers extract X.

@@ -33,4 +33,4 @@ def lm():
 def index(tmp_path_factory):
     out = tmp_path_factory.mktemp("idx") / "index"
     BM25Index.build([Passage(f"p{i}", f"title {i}", t) for i, t in enumerate(PASSAGES)], out, progress=False)
-    return BM25Index.load(out)
+    return BM25Index.load(out, backend="numpy")  # numba's JIT would cost seconds per test run

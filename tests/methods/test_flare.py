@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
-from dynrag.methods.flare import Flare, FlareOptions, interleave, masked_query, uncertain_spans
+from dynrag.methods.flare import interleave, is_uncertain, masked_query, uncertain_spans
 from dynrag.methods.prompting import DOCUMENTS, PromptBuilder
 from dynrag.methods.registry import build_method
 from dynrag.retrieval.base import Hit
@@ -142,13 +140,9 @@ def test_first_retrieval_uses_the_question_and_feeds_the_first_sentence(lm, inde
 
 
 def test_mean_trigger_differs_from_any_token():
-    gen = SimpleNamespace(pieces=[" a", " b", " c"])
-    probs = np.array([0.95, 0.2, 0.95])  # one unsure token; mean 0.7
-    low = [1]
-
-    def flare(**options):
-        return Flare(lm=None, builder=None, options=FlareOptions(**options), retriever=None)
-
-    assert flare(theta=0.5, trigger="any")._uncertain(gen, probs, low)
-    assert not flare(theta=0.5, trigger="mean")._uncertain(gen, probs, low)
-    assert flare(theta=0.75, trigger="mean")._uncertain(gen, probs, low)
+    pieces = [" a", " b", " c", " "]
+    probs = np.array([0.95, 0.2, 0.95, 0.01])  # one unsure token (the blank one does not count); mean 0.7
+    assert is_uncertain(pieces, probs, 0.5, "any")
+    assert not is_uncertain(pieces, probs, 0.5, "mean")
+    assert is_uncertain(pieces, probs, 0.75, "mean")
+    assert not is_uncertain([" "], np.array([0.0]), 0.5, "any")

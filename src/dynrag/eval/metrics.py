@@ -1,4 +1,5 @@
-"""Answer metrics as pure functions: SQuAD normalisation, exact match and token F1 over gold aliases."""
+"""Metrics as pure functions: SQuAD normalisation, exact match and token F1 over gold aliases for
+answers; recall@K, support_all@K and reciprocal rank for retrieval rankings."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 import string
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from dynrag.registry import Options, Registry
 
@@ -168,3 +169,31 @@ def dragin_scorer(options: ScorerOptions, *, dataset: str, yes_no: bool) -> Scor
 
 def open_scorer(name: str, dataset: str, yes_no: bool) -> Scorer:
     return SCORERS.open(name, None, dataset=dataset, yes_no=yes_no)
+
+
+# ---- retrieval rankings ------------------------------------------------------------------------
+
+
+def recall_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
+    """Fraction of the distinct gold ids found in ``ranked[:k]``."""
+    gold_set = set(gold)
+    if not gold_set:
+        raise ValueError("recall needs at least one gold id")
+    return len(gold_set & set(ranked[:k])) / len(gold_set)
+
+
+def support_all_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
+    """1.0 when every gold id is in ``ranked[:k]``, else 0.0."""
+    gold_set = set(gold)
+    if not gold_set:
+        raise ValueError("support_all needs at least one gold id")
+    return 1.0 if gold_set <= set(ranked[:k]) else 0.0
+
+
+def reciprocal_rank(ranked: Sequence[str], gold: Iterable[str]) -> float:
+    """1 / (1-based rank of the first gold id in ``ranked``); 0.0 when none is there."""
+    gold_set = set(gold)
+    for rank, pid in enumerate(ranked, start=1):
+        if pid in gold_set:
+            return 1.0 / rank
+    return 0.0

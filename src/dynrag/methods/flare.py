@@ -14,8 +14,8 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from dynrag.lm.base import Generation
-from dynrag.methods.base import Answer, Retrieval, Step
+from dynrag.lm.base import Generation, require
+from dynrag.methods.base import Answer, Retrieval, Step, Trace
 from dynrag.methods.iterative import SENTENCE_ENDS, IterativeMethod, IterativeOptions, LoopState
 from dynrag.retrieval.base import Hit
 from dynrag.text.words import merge_words
@@ -59,6 +59,14 @@ def uncertain_spans(raw_tokens: list[str], pieces: list[str], probabilities: np.
     return [" ".join(s) for s in spans]
 
 
+def is_uncertain(pieces: list[str], probabilities: np.ndarray, theta: float, trigger: str) -> bool:
+    """``any``: some (non-blank) token's probability is below ``theta``; ``mean``: their mean is."""
+    counted = [float(p) for piece, p in zip(pieces, probabilities) if piece.strip()]
+    if not counted:
+        return False
+    return min(counted) < theta if trigger == "any" else float(np.mean(counted)) < theta
+
+
 def interleave(hit_lists: list[list[Hit]], k: int) -> list[Hit]:
     """Round-robin over several rankings, each passage once, until ``k`` are taken."""
     out: list[Hit] = []
@@ -76,6 +84,10 @@ def interleave(hit_lists: list[list[Hit]], k: int) -> list[Hit]:
 class Flare(IterativeMethod):
     name: ClassVar[str] = "flare"
     Options: ClassVar[type] = FlareOptions
+
+    def __init__(self, lm, builder, options, retriever):
+        require(lm, "logprobs", needed_by="method 'flare'", instead="use fixed_sentence, which needs text only")
+        super().__init__(lm, builder, options, retriever)
 
     @property
     def beta(self) -> float:
@@ -99,7 +111,7 @@ class Flare(IterativeMethod):
                 "probabilities": [round(float(p), 4) for p in probabilities],
                 "low_probability": low,
             }
-            if self._uncertain(gen, probabilities, low) and self.can_retrieve(state):
+            if is_uncertain(gen.pieces, probabilities, theta, self.options.trigger) and self.can_retrieve(state):
                 state.trace.steps.append(Step("tentative", gen.text, "", gen.decoded_tokens, 0, details))
                 self._search(state, gen, probabilities, len(low))
                 gen = self._sentence(state, state.hits)
@@ -119,12 +131,6 @@ class Flare(IterativeMethod):
         finally:
             state.hits = kept
 
-    def _uncertain(self, gen: Generation, probabilities: np.ndarray, low: list[int]) -> bool:
-        if self.options.trigger == "any":
-            return bool(low)
-        counted = [p for piece, p in zip(gen.pieces, probabilities) if piece.strip()]
-        return bool(counted) and float(np.mean(counted)) < self.options.theta
-
     def _search(self, state: LoopState, gen: Generation, probabilities: np.ndarray, n_low: int) -> None:
         reason = (f"{n_low} tokens below p={self.options.theta}" if self.options.trigger == "any"
                   else f"mean p < {self.options.theta}")
@@ -134,7 +140,10 @@ class Flare(IterativeMethod):
             return
         spans = uncertain_spans(gen.raw_tokens, gen.pieces, probabilities, self.options.theta)
         questions = [q for q in (self._ask(state, gen.text, z) for z in spans) if q] or [masked]
-        ranked = [self.retriever.search(q, self.options.k) for q in questions]
+        # Each question goes through the retrieval chain; the rankings are merged into one retrieval.
+        scratch = Trace(state.question, self.name, self.lm.name)
+        ranked = [self.chain.retrieve(q, scratch, position=state.kept_tokens, reason=reason) for q in questions]
+        state.trace.steps.extend(scratch.steps)
         hits = interleave(ranked, self.options.k)
         state.trace.retrievals.append(
             Retrieval(" | ".join(questions), hits, position=state.kept_tokens, reason=f"{reason}; {len(questions)} questions")
