@@ -107,8 +107,11 @@ class Dragin(IterativeMethod):
     def __init__(self, lm, builder, options, retriever):
         if not lm.capabilities.attention:
             raise ConfigError(
-                f"method 'dragin' needs last-layer attention, which model {lm.name!r} cannot give; "
-                "use a local model (bundled or hf:) or a method that needs only log-probabilities (flare)"
+                f"method 'dragin' needs the last-layer attention of every generated token (RIND weighs each "
+                f"word by the attention later words pay it; QFS builds the query from it), which model "
+                f"{lm.name!r} cannot give (an HTTP server returns only log-probabilities); use a local model "
+                "(--model bundled or hf:PATH) for dragin, or a method that needs no attention: flare "
+                "(token probabilities), fixed_sentence, fixed_length, single or direct"
             )
         super().__init__(lm, builder, options, retriever)
 
