@@ -97,7 +97,7 @@ def ask(
     question: str = typer.Argument(..., help="The question to answer."),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="BM25 index directory (dynrag index)."),
     method: str = typer.Option("single", "--method", help="Answering method."),
-    model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+    model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
     option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
     preset: Optional[str] = typer.Option(
         None, "--preset", help="Retrieval-chain preset of `single`: balanced | best (same as --option preset=NAME)."

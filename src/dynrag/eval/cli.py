@@ -24,7 +24,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             None, "--corpus", help="'contexts' (pool the questions' context paragraphs) or an index directory."
         ),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
-        model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+        model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
         option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
         preset: Optional[str] = typer.Option(
             None, "--preset", help="Retrieval-chain preset of `single`: balanced | best (same as --option preset=NAME)."
@@ -44,6 +44,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             None, "--baseline", help="A `direct` run of the same questions: adds knowledge-boundary figures."
         ),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+        concurrency: int = typer.Option(
+            1, "--concurrency", help="Questions in flight at once, for a model behind an HTTP server (--model openai:...)."
+        ),
     ) -> None:
         """Evaluate a method on a benchmark file into a resumable run directory."""
         with user_errors():
@@ -66,6 +69,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 baseline=baseline,
                 retriever=retriever,
                 retriever_options=list(retriever_option),
+                concurrency=concurrency,
             )
             err = Console(stderr=True)
             run_eval(req, console=err, progress=progress and err.is_terminal)
