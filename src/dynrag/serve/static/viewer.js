@@ -276,7 +276,11 @@ function render(trace) {
     const mine = place.map((p, n) => (p === i ? n : -1)).filter((n) => n >= 0);
     units.forEach((u, j) => {
       if (cut !== null && j === cut && mine.length) text.appendChild(marker(mine.shift()));
-      const span = el("span", "w" + (u.struck ? " struck" : ""), u.text);
+      // Spaces between words stay outside the shaded boxes; a step that starts mid-line after
+      // earlier text gets the space its words do not carry.
+      const lead = u.text.match(/^\s*/)[0] || (j === 0 && text.textContent && !/\s$/.test(text.textContent) ? " " : "");
+      if (lead) text.appendChild(document.createTextNode(lead));
+      const span = el("span", "w" + (u.struck ? " struck" : ""), u.text.trimStart());
       const bg = shade(u.level);
       if (bg) span.style.backgroundColor = bg;
       span.dataset.score = String(Math.max(0, Number(u.level) || 0).toFixed(4));
