@@ -234,3 +234,15 @@ def test_dragin_refuses_this_backend_and_says_why_and_what_to_use():
     assert "--model bundled" in message and "flare" in message
     with pytest.raises(ConfigError, match="cannot give attention"):
         lm.generate("x", 4, capture_attention=True)
+
+
+def test_next_token_logprobs_match_candidates_by_their_first_token(server):
+    top = {"Search": math.log(0.5), "Answer": math.log(0.3), "S": math.log(0.1), " the": math.log(0.05)}
+    script = server((200, {"choices": [{"text": "Search", "finish_reason": "length",
+                                        "logprobs": {"tokens": ["Search"], "token_logprobs": [math.log(0.5)],
+                                                     "top_logprobs": [top]}}]}))
+    out = lm_for(server.url).next_token_logprobs("Follow up: who?\n", ["Search results:", "Answer:", "Maybe"])
+    # "Search" beats the shorter prefix "S"; "Maybe" is in no top-k token: at most the k-th.
+    assert np.allclose(np.exp(out), [0.5, 0.3, 0.05])
+    body = script.requests[0]["body"]
+    assert body["max_tokens"] == 1 and body["stream"] is False and body["temperature"] == 0

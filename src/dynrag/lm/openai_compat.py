@@ -280,6 +280,41 @@ class OpenAICompatLM:
                 time.sleep(wait)
         raise AssertionError("unreachable")
 
+    # -- next-token scores (DeepRAG's margin decision) ---------------------------------------
+
+    def next_token_logprobs(self, prompt: str | Prompt, candidates: Sequence[str]) -> np.ndarray:
+        """log P(next token starts each candidate | prompt), from one 1-token completion's top-k.
+
+        Without the server's vocabulary a candidate's first token is taken to be the longest top-k
+        token that the candidate starts with. A candidate none of the top-k starts is given the
+        k-th log-probability: an upper bound (it is less likely than every listed token).
+        """
+        text = Prompt.of(prompt).text
+        top = self._with_retries(lambda: self._top_next(text))
+        floor = min(top.values()) if top else -math.inf
+        out = []
+        for candidate in candidates:
+            matches = [tok for tok in top if tok and candidate.startswith(tok)]
+            out.append(top[max(matches, key=len)] if matches else floor)
+        return np.asarray(out, dtype=np.float64)
+
+    def _top_next(self, text: str) -> dict[str, float]:
+        import httpx
+
+        body = {**self.payload(text, 1), "stream": False}
+        url = f"{self.base_url}/completions"
+        try:
+            response = self._client.post(url, json=body)
+        except httpx.TimeoutException as exc:
+            raise DynragError(f"{url}: no answer within {self.timeout:g} s ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise RetryableError(f"{url}: {type(exc).__name__}: {exc or 'connection failed'}") from exc
+        if response.status_code != 200:
+            self._raise_for_status(response)
+        choice = (response.json().get("choices") or [{}])[0]
+        tops = (choice.get("logprobs") or {}).get("top_logprobs") or [{}]
+        return {str(k): float(v) for k, v in (tops[0] or {}).items()}
+
     # -- tokens ----------------------------------------------------------------------------
 
     def count_tokens(self, text: str) -> int:
