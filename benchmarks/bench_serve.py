@@ -5,12 +5,13 @@ Reports requests/s, p50/p95 latency (as the clients saw it, queueing included), 
 2xx/429/5xx, lost and duplicated responses (each request carries an X-Request-Id the server
 echoes, and its trace must name the question sent), and the server's overhead: wall time of the
 served run / time to answer the same questions in this process (the model runs one request at a
-time either way, so 1.0 is no overhead). The in-process pass runs before and after the served one
-and the two are averaged, so load from others on the machine affects both sides alike.
+time either way, so 1.0 is no overhead). Both sides are warmed up first (one answer each), then
+in-process and served passes alternate for --rounds rounds, so load from others on the machine
+affects both sides alike; the ratio is of the sums.
 
-Bounded: at most 16 clients x 20 requests, and a time limit after which clients stop sending.
+Bounded: at most 16 clients x 20 requests x 5 rounds, and a time limit after which clients stop sending.
 
-    .venv/bin/python benchmarks/bench_serve.py --clients 8 --requests 2 [--method single] [--queue-size 8]
+    .venv/bin/python benchmarks/bench_serve.py --clients 8 --requests 1 --rounds 2 [--method single] [--queue-size 8]
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.servers import dynrag_serve, free_port  # noqa: E402
 
-MAX_CLIENTS, MAX_REQUESTS, MAX_SECONDS = 16, 20, 1800
+MAX_CLIENTS, MAX_REQUESTS, MAX_ROUNDS, MAX_SECONDS = 16, 20, 5, 1800
 
 
 def local_method(method_name: str, options: dict):
@@ -96,13 +97,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--requests", type=int, default=2, help="per client")
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--method", default="single")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--queue-size", type=int, default=None, help="server queue (default: clients, so none is refused)")
     ap.add_argument("--time-limit", type=float, default=900.0, help="seconds after which clients stop sending")
     args = ap.parse_args()
-    if not (1 <= args.clients <= MAX_CLIENTS and 1 <= args.requests <= MAX_REQUESTS and args.time_limit <= MAX_SECONDS):
-        ap.error(f"bounded: --clients 1..{MAX_CLIENTS}, --requests 1..{MAX_REQUESTS}, --time-limit <= {MAX_SECONDS}")
+    if not (1 <= args.clients <= MAX_CLIENTS and 1 <= args.requests <= MAX_REQUESTS
+            and 1 <= args.rounds <= MAX_ROUNDS and args.time_limit <= MAX_SECONDS):
+        ap.error(f"bounded: --clients 1..{MAX_CLIENTS}, --requests 1..{MAX_REQUESTS}, --rounds 1..{MAX_ROUNDS}, "
+                 f"--time-limit <= {MAX_SECONDS}")
 
     from dynrag.demo import ordered_demo_questions
 
@@ -114,18 +118,29 @@ def main() -> None:
     queue = args.clients if args.queue_size is None else args.queue_size
 
     method = local_method(args.method, options)
-    t_before, local_answers = in_process(method, questions)
+    in_process(method, questions[:1])  # warm-up: the cached exemplar prefix, first-call costs
     port = free_port()
     log = Path("/tmp") / f"bench-serve-{port}.log"
+    results: list[dict] = []
+    sent_ids: list[str] = []
+    t_local = t_served = 0.0
+    local_answers: list[str] = []
+    deadline = time.monotonic() + args.time_limit
     with dynrag_serve(port, log, "--queue-size", str(queue), "--timeout", str(MAX_SECONDS)):
         url = f"http://127.0.0.1:{port}"
-        results, t_served = served(url, plan, args.method, options, time.monotonic() + args.time_limit)
-    t_after, _ = in_process(method, questions)
-    t_local = (t_before + t_after) / 2
+        served(url, [[("warm-up", questions[0])]], args.method, options, deadline)
+        for round_no in range(args.rounds):
+            seconds, local_answers = in_process(method, questions)
+            t_local += seconds
+            tagged = [[(f"{rid}-{round_no}", q) for rid, q in requests] for requests in plan]
+            sent_ids += [rid for requests in tagged for rid, _ in requests]
+            round_results, seconds = served(url, tagged, args.method, options, deadline)
+            t_served += seconds
+            results += round_results
+            print(f"  round {round_no + 1}: in-process {t_local:.1f} s, served {t_served:.1f} s (cumulative)", flush=True)
 
     statuses = Counter(str(r["status"]) for r in results)
     ok = [r for r in results if r["status"] == 200]
-    sent_ids = [rid for requests in plan for rid, _ in requests]
     answered_ids = Counter(r["echo"] for r in ok)
     # Lost: sent and never answered (a transport error), or not accounted for at all.
     lost = [r["id"] for r in results if str(r["status"]).startswith("error")]
@@ -137,16 +152,16 @@ def main() -> None:
     latencies = [r["seconds"] for r in ok]
     n5xx = sum(n for s, n in statuses.items() if s.startswith("5"))
 
-    print(f"{args.clients} clients x {args.requests} requests, method {args.method}, max_new_tokens "
-          f"{args.max_new_tokens}, server queue {queue}")
+    print(f"{args.clients} clients x {args.requests} requests x {args.rounds} rounds, method {args.method}, "
+          f"max_new_tokens {args.max_new_tokens}, server queue {queue}")
     print(f"  served:     {len(results)} requests in {t_served:.1f} s = {len(ok) / t_served:.2f} answers/s; "
           f"latency p50 {percentile(latencies, 0.5):.1f} s, p95 {percentile(latencies, 0.95):.1f} s")
     print(f"  statuses:   2xx {sum(n for s, n in statuses.items() if s.startswith('2'))}, "
           f"429 {statuses.get('429', 0)}, 5xx {n5xx}, other {dict((s, n) for s, n in statuses.items() if not s[:1] in '245')}")
     print(f"  lost {len(lost)}, duplicated {duplicated}, mismatched id/question {len(mismatched)}; "
           f"answers differing from in-process {differ} of {len(ok)}")
-    print(f"  in-process: {t_before:.1f} s before, {t_after:.1f} s after (mean {t_local:.1f} s, "
-          f"{len(questions) / t_local:.2f} answers/s)")
+    print(f"  in-process: {len(questions) * args.rounds} answers in {t_local:.1f} s = "
+          f"{len(questions) * args.rounds / t_local:.2f} answers/s")
     print(f"  overhead:   served / in-process = {t_served / t_local:.3f}x")
 
 
