@@ -31,7 +31,7 @@ from dynrag.errors import DynragError
 from dynrag.serve.cancel import Cancelled
 from dynrag.serve.engine import Engine
 from dynrag.serve.limits import Guard, ServeSettings
-from dynrag.serve.queue import Disconnected, ModelQueue, QueueFull, TimedOut
+from dynrag.serve.queue import Disconnected, ModelQueue, QueueFull, TimedOut, watch
 from dynrag.serve.schemas import (
     IGNORED_CHAT_FIELDS,
     TRACE_KEY,
@@ -180,7 +180,7 @@ async def _stream(job, queue: ModelQueue, request: Request, deadline: float, com
     answered = False  # True once the stream has said how the request ended
     try:
         yield _sse(chat_chunk(completion_id, method, created, {"role": "assistant", "content": ""}))
-        future = asyncio.wrap_future(job.future)
+        future = watch(job)
         while not future.done():
             if time.monotonic() > deadline:
                 job.cancel.set()

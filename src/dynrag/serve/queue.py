@@ -42,6 +42,14 @@ class Job:
     admitted: float = field(default_factory=time.monotonic)
 
 
+def watch(job: Job) -> asyncio.Future:
+    """An asyncio view of the job's future whose exception counts as seen (a cancelled job's
+    exception arrives after its request has already been answered)."""
+    future = asyncio.wrap_future(job.future)
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return future
+
+
 class ModelQueue:
     def __init__(self, lm: CancellableLM, queue_size: int):
         self.lm = lm
@@ -99,7 +107,7 @@ class ModelQueue:
     async def wait_for(self, job: Job, deadline: float,
                        disconnected: Callable[[], Awaitable[bool]] | None = None) -> Any:
         """The job's result; cancels the job and raises TimedOut / Disconnected otherwise."""
-        future = asyncio.wrap_future(job.future)
+        future = watch(job)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
