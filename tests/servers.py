@@ -16,6 +16,18 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _own_session_dying_with_parent() -> None:
+    """In the child: its own process group (so it can be stopped whole), and SIGTERM when the
+    process that started it dies, so a killed test run or benchmark leaves no server behind."""
+    os.setsid()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -34,7 +46,7 @@ class ServerProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log, "wb")
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
-                                     cwd=REPO, start_new_session=True)
+                                     cwd=REPO, preexec_fn=_own_session_dying_with_parent)
         deadline = time.monotonic() + self.wait
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
