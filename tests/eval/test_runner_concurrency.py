@@ -13,7 +13,7 @@ from dynrag.errors import ConfigError
 from dynrag.eval.rundir import read_predictions
 from dynrag.eval.runner import EvalRequest, run_eval
 from tests.eval import fixtures as fx
-from tests.eval.fakes import FakeMethod
+from tests.fakes import FakeMethod
 
 
 class Concurrent(FakeMethod):

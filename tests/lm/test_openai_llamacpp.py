@@ -95,7 +95,7 @@ def test_flare_runs_on_the_servers_token_probabilities(lm, index, questions, lla
 
 
 def test_dragin_refuses_the_server_and_names_what_to_use(lm, index):
-    with pytest.raises(ConfigError, match="needs the last-layer attention.*flare"):
+    with pytest.raises(ConfigError, match="needs last-layer attention.*flare"):
         build_method("dragin", lm, index, {}, PromptBuilder.for_dataset("default"))
 
 

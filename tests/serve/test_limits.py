@@ -130,12 +130,17 @@ def test_client_disconnect_cancels_the_work(served, demo_question):
 
 
 @pytest.fixture(scope="module")
-def tight():
-    """A second server: one request may wait while one runs, and a 4-second timeout."""
+def tight(tmp_path_factory):
+    """A second server: one request may wait while one runs, a 4-second timeout, and a run
+    configuration whose method and options are the default for requests that name none."""
     from tests.serve.conftest import Served
 
+    config = tmp_path_factory.mktemp("serve-config") / "run.yaml"
+    # Its default options are over the ceiling, so a request relying on them is refused (no model time).
+    config.write_text("method: direct\noptions:\n  max_new_tokens: 600\n")
     port = free_port()
-    with dynrag_serve(port, artifacts_dir() / "serve-tight.log", "--queue-size", "1", "--timeout", "4"):
+    with dynrag_serve(port, artifacts_dir() / "serve-tight.log", "--config", str(config),
+                      "--queue-size", "1", "--timeout", "4"):
         yield Served(port, None)
 
 
@@ -164,7 +169,10 @@ def test_queue_full_is_429_with_retry_after_and_the_timeout_cancels(tight, demo_
     status = wait_until(lambda q: q["running"] == 0 and q["waiting"] == 0, tight)
     assert status["rejected"] == 1 and status["timed_out"] == 2 and status["cancelled"] == 2
     assert status["completed"] == 0
-    # The model is free again: a short request is answered.
-    ok = httpx.post(f"{tight.v1}/ask", json={"question": demo_question.question, "method": "direct",
-                                             "options": {"max_new_tokens": 8}}, timeout=120)
-    assert ok.status_code == 200 and ok.json()["generated_tokens"] >= 1
+
+
+def test_a_request_naming_no_method_gets_the_config_files_method_and_options(tight):
+    err = error_of(httpx.post(f"{tight.v1}/ask", json={"question": "Who?", "options": {"thetta": 1}}), 400)
+    assert "method 'direct'" in err["message"] and "thetta" in err["message"]
+    err = error_of(httpx.post(f"{tight.v1}/ask", json={"question": "Who?"}), 400)
+    assert err["code"] == "max_tokens_too_large" and "600" in err["message"]

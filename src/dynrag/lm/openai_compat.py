@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from dynrag.errors import ConfigError, DynragError
-from dynrag.lm.base import Capabilities, Generation, Prompt
+from dynrag.lm.base import Capabilities, Generation, Prompt, WithoutOptionalCapabilities
 from dynrag.lm.stopping import DecodeState, StopWhen, stop_after_position, stop_position, trim_to
 
 SPEC_PREFIX = "openai:"
@@ -85,13 +85,16 @@ def topk_entropy(logprobs: Sequence[float] | np.ndarray) -> float:
     return entropy
 
 
-class OpenAICompatLM:
+class OpenAICompatLM(WithoutOptionalCapabilities):
     """Greedy completions with top-k log-probabilities from an OpenAI-compatible server.
 
-    Thread-safe: several questions may be in flight at once (`dynrag eval --concurrency N`).
+    Of the optional capabilities it has next-token log-probabilities (from a 1-token completion's
+    top-k, matched by text) with token ids from the server's tokenize route; no attention passes and
+    no text log-probabilities. Thread-safe: several questions may be in flight at once
+    (`dynrag eval --concurrency N`).
     """
 
-    capabilities = Capabilities(attention=False, logprobs=True)
+    capabilities = Capabilities(attention=False, logprobs=True, next_token_logprobs=True)
     concurrent = True  # may be called from several threads at once
 
     def __init__(
@@ -319,9 +322,19 @@ class OpenAICompatLM:
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` as the server's tokenizer counts them (its tokenize route)."""
-        return self._with_retries(lambda: self._count_once(text))
+        return len(self.tokenize(text))
 
-    def _count_once(self, text: str) -> int:
+    def first_token_id(self, text: str) -> int:
+        ids = self.tokenize(text)
+        if not ids:
+            raise ValueError(f"{text!r} encodes to no tokens")
+        return int(ids[0])
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of `text` (no special tokens where the route allows) from the server."""
+        return self._with_retries(lambda: self._tokenize_once(text))
+
+    def _tokenize_once(self, text: str) -> list[int]:
         import httpx
 
         root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
@@ -343,7 +356,7 @@ class OpenAICompatLM:
                 tokens = response.json().get("tokens")
                 if isinstance(tokens, list):
                     self._tokenize_route = route
-                    return len(tokens)
+                    return [int(t) for t in tokens]
         raise DynragError(f"model server {self.base_url} has no tokenize route (tried {', '.join(routes)})")
 
 

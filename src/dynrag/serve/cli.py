@@ -16,13 +16,17 @@ _DEFAULTS = ServeSettings()
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("serve")
     def serve_command(
+        config: Optional[Path] = typer.Option(
+            None, "--config", help="A run configuration (YAML): model, index, retriever, retriever_options, exemplars, "
+            "and method/options as the default for requests that name none; flags override its keys.",
+        ),
         index_dir: Optional[Path] = typer.Option(
             None, "--index", help="Index directory (dynrag index). Default: the demo index, built on first use."
         ),
-        model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
-        retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 | dense | hybrid | milvus over --index (default bm25)."),
+        model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
+        retriever: Optional[str] = typer.Option(None, "--retriever", help="A retriever over --index (default bm25)."),
         retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE (repeatable)."),
-        exemplars: str = typer.Option("default", "--exemplars", help="Few-shot exemplar style (dataset name)."),
+        exemplars: Optional[str] = typer.Option(None, "--exemplars", help="Few-shot exemplar style (dataset name)."),
         host: str = typer.Option(_DEFAULTS.host, "--host", help="Address to bind (loopback by default)."),
         port: int = typer.Option(DEFAULT_PORT, "--port", help="TCP port."),
         api_key: Optional[str] = typer.Option(
@@ -37,6 +41,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     ) -> None:
         """Serve methods over HTTP: OpenAI-compatible chat completions, /v1/ask and the trace viewer at /."""
         with user_errors():
+            from dynrag.config import load_run_config
             from dynrag.registry import parse_model
 
             settings = parse_model(ServeSettings, {
@@ -44,27 +49,30 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 "timeout": timeout, "max_body_bytes": max_body_bytes, "max_question_chars": max_question_chars,
                 "max_tokens": max_tokens,
             }, "dynrag serve")
+            flags = dict(index=index_dir, model=model, retriever=retriever, exemplars=exemplars)
+            run = load_run_config(config, flags, (), retriever_option)
             err = Console(stderr=True)
-            app = build_app(settings, index_dir, model, retriever, list(retriever_option), exemplars, err)
-            run(app, settings, err)
+            run_server(build_app(settings, run, err), settings, err)
 
 
-def build_app(settings: ServeSettings, index_dir: Path | None, model: str, retriever: str | None,
-              retriever_options: list[str], exemplars: str, console: Console):
+def build_app(settings: ServeSettings, run, console: Console):
+    """The app over the model, index and retriever a RunConfig names (the demo index by default)."""
     from dynrag.lm import load_lm
     from dynrag.methods.prompting import PromptBuilder
-    from dynrag.retrieval.factory import open_retriever, resolve_retriever, with_numpy_bm25
+    from dynrag.retrieval.factory import given_options, open_retriever, with_numpy_bm25
     from dynrag.serve.app import create_app
     from dynrag.serve.engine import Engine
 
-    builder = PromptBuilder.for_dataset(exemplars)  # a bad style fails before anything loads
-    name, options = resolve_retriever(retriever, retriever_options, {})
-    if index_dir is None:
-        index_dir = demo_index(console)
+    builder = PromptBuilder.for_dataset(run.exemplars or "default")  # a bad style fails before anything loads
+    name = run.retriever or "bm25"
+    options = given_options(name, run.retriever_options, "--retriever-option")
+    index_dir = run.index if run.index is not None else demo_index(console)
     searcher = open_retriever(name, index_dir, with_numpy_bm25(name, options), work_dir=index_dir, progress=True)
-    with console.status(f"loading model {model} ..."):
-        lm = load_lm(model)
-    return create_app(Engine(lm, searcher, builder, index_label=str(index_dir)), settings)
+    with console.status(f"loading model {run.model} ..."):
+        lm = load_lm(run.model)
+    engine = Engine(lm, searcher, builder, index_label=str(index_dir),
+                    default_method=run.method or "single", default_options=run.options)
+    return create_app(engine, settings)
 
 
 def demo_index(console: Console) -> Path:
@@ -74,7 +82,7 @@ def demo_index(console: Console) -> Path:
     return demo_index_dir()
 
 
-def run(app, settings: ServeSettings, console: Console) -> None:
+def run_server(app, settings: ServeSettings, console: Console) -> None:
     import uvicorn
 
     where = f"http://{settings.host}:{settings.port}"

@@ -27,9 +27,12 @@ def _summary(cls: type) -> str:
 
 
 class Engine:
-    def __init__(self, lm: Any, retriever: Any, builder: PromptBuilder, index_label: str, cached_methods: int = 16):
+    def __init__(self, lm: Any, retriever: Any, builder: PromptBuilder, index_label: str, cached_methods: int = 16,
+                 default_method: str = "single", default_options: Mapping[str, Any] | None = None):
         self.lm = CancellableLM(lm)
         self.retriever, self.builder, self.index_label = retriever, builder, index_label
+        # A request that names no method gets this one, with these options under its own.
+        self.default_method, self.default_options = default_method, dict(default_options or {})
         self._methods: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._cached_methods = cached_methods
 
@@ -59,9 +62,11 @@ class Engine:
             })
         return out
 
-    def validate(self, method: str, options: Mapping[str, Any], question: str, *,
+    def validate(self, method: str | None, options: Mapping[str, Any], question: str, *,
                  max_tokens: int | None, ceiling: int, max_question_chars: int) -> tuple[str, MethodOptions, str]:
         names = self.method_names()
+        if method is None:
+            method, options = self.default_method, {**self.default_options, **options}
         if method not in names:
             raise APIError(404, f"unknown method (model) {method!r}; valid methods: {', '.join(names)}",
                            code="model_not_found", param="model")

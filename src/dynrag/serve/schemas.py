@@ -46,7 +46,7 @@ class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: str
-    method: str = "single"
+    method: str | None = None  # None: the server's default (--config's method, else single)
     options: dict[str, Any] = Field(default_factory=dict)
 
 

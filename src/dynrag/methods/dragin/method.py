@@ -14,8 +14,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from dynrag.errors import ConfigError
-from dynrag.lm.base import Generation
+from dynrag.lm.base import Generation, require
 from dynrag.methods.base import Answer
 from dynrag.methods.dragin.scoring import (
     first_trigger,
@@ -105,14 +104,17 @@ class Dragin(IterativeMethod):
     Options: ClassVar[type] = DraginOptions
 
     def __init__(self, lm, builder, options, retriever):
-        if not lm.capabilities.attention:
-            raise ConfigError(
-                f"method 'dragin' needs the last-layer attention of every generated token (RIND weighs each "
-                f"word by the attention later words pay it; QFS builds the query from it), which model "
-                f"{lm.name!r} cannot give (an HTTP server returns only log-probabilities); use a local model "
-                "(--model bundled or hf:PATH) for dragin, or a method that needs no attention: flare "
-                "(token probabilities), fixed_sentence, fixed_length, single or direct"
-            )
+        instead = (
+            "RIND weighs each word by the attention later words pay it and QFS builds its query from that "
+            "attention, while an HTTP model server returns only log-probabilities; use a local model "
+            "(--model bundled or hf:PATH) for dragin, or a method that needs no attention: flare (token "
+            "probabilities), fixed_sentence, fixed_length, single or direct"
+        )
+        require(lm, "logprobs", needed_by="method 'dragin'", instead=instead)
+        require(lm, "attention", needed_by="method 'dragin'", instead=instead)
+        if options.variant == "reference":
+            require(lm, "attention_pass", needed_by="method 'dragin' with variant=reference",
+                    instead="use variant=paper, which needs only what decoding captured")
         super().__init__(lm, builder, options, retriever)
 
     @property
