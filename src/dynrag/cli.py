@@ -87,7 +87,7 @@ def ask(
     ),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="Index directory (dynrag index)."),
     method: Optional[str] = typer.Option(None, "--method", help=f"Answering method: {METHODS.choices()} (default single)."),
-    model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+    model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
     option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
     preset: Optional[str] = typer.Option(
         None, "--preset", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
@@ -161,7 +161,7 @@ def _register_subcommands() -> None:
     """Command groups that live in their own modules add themselves to the app here."""
     import importlib
 
-    for module in ("dynrag.eval.cli", "dynrag.eval.reproduce_cli"):
+    for module in ("dynrag.eval.cli", "dynrag.eval.reproduce_cli", "dynrag.serve.cli"):
         try:
             importlib.import_module(module).register(app, user_errors)
         except ModuleNotFoundError as exc:

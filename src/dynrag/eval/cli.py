@@ -31,7 +31,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             None, "--corpus", help="'contexts' (pool the questions' context paragraphs) or an index directory."
         ),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
-        model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+        model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
         option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
         preset: Optional[str] = typer.Option(
             None, "--preset", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
@@ -54,6 +54,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             None, "--scorer", help="How answers are scored: squad (default) | dragin (DRAGIN's evaluation; docs/methods.md)."
         ),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+        concurrency: int = typer.Option(
+            1, "--concurrency", help="Questions in flight at once, for a model behind an HTTP server (--model openai:...)."
+        ),
     ) -> None:
         """Evaluate a method on a benchmark file into a resumable run directory."""
         with user_errors():
@@ -66,6 +69,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                          scorer=scorer)
             pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
             req = eval_request(load_run_config(config, flags, pairs, retriever_option))
+            req.concurrency = concurrency
             err = Console(stderr=True)
             run_eval(req, console=err, progress=progress and err.is_terminal)
             sys.stdout.write((req.out / SUMMARY_MD).read_text(encoding="utf-8"))

@@ -8,6 +8,7 @@ recomputed from predictions.jsonl at the end of every run.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,9 @@ class EvalRequest:
     # raw KEY=VALUE strings (from the command line) or a mapping of values (from a config file)
     retriever_options: list[str] | dict[str, Any] = field(default_factory=list)
     scorer: str = "squad"  # how answers are scored (dynrag.eval.metrics.SCORERS)
+    # Questions in flight at once (a model behind an HTTP server only). Not part of config.json:
+    # it changes how fast answers come, not what they are, so a run may resume with another value.
+    concurrency: int = 1
 
 
 def file_sha256(path: Path) -> str:
@@ -189,6 +193,7 @@ def run_eval(
     """Run (or resume) an evaluation; returns the summary written to summary.json."""
     console = console or Console(stderr=True)
     config = resolve_config(req)
+    check_concurrency(req.concurrency, config["model"], custom_method=method_factory is not None)
     spec = dataset_spec(config["dataset"])
     aliases = load_aliases(Path(req.aliases)) if req.aliases else None
     examples, report = load_questions(
@@ -217,9 +222,21 @@ def run_eval(
             retriever = _open_retriever(config, index_dir, out, progress)
         console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
         method = (method_factory or default_method_factory)(config, retriever)
-        _answer_all(method, todo, done, out, run_scorer(config), console, progress, len(examples))
+        _answer_all(method, todo, done, out, run_scorer(config), console, progress, len(examples), req.concurrency)
 
     return write_summary(out, config, examples, report, baseline=req.baseline)
+
+
+def check_concurrency(concurrency: int, model: str, custom_method: bool = False) -> None:
+    from dynrag.lm.loader import is_http_spec
+
+    if concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1 (got {concurrency})")
+    if concurrency > 1 and not custom_method and not is_http_spec(model):
+        raise ConfigError(
+            f"--concurrency {concurrency} needs a model behind an HTTP server (--model openai:BASE_URL#MODEL); "
+            f"model {model!r} runs in this process and answers one question at a time"
+        )
 
 
 def _open_retriever(config: dict[str, Any], index_dir: Path, out: Path, progress: bool) -> Retriever:
@@ -239,7 +256,10 @@ def _answer_all(
     console: Console,
     progress: bool,
     total: int,
+    concurrency: int = 1,
 ) -> None:
+    """Answer `todo`, `concurrency` questions in flight at once. This thread alone writes
+    predictions.jsonl, one fsynced line per finished question, in the order they finish."""
     records = list(done)
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -251,13 +271,42 @@ def _answer_all(
     )
     with PredictionWriter(out) as writer, Progress(*columns, console=console, disable=not progress) as bar:
         task = bar.add_task("eval", total=total, completed=len(done), stats=_stats(records))
-        for ex in todo:
-            started = time.perf_counter()
-            answer = method.answer(ex.question)
-            record = make_record(ex, answer.to_dict(), time.perf_counter() - started, yes_no=False, scorer=scorer)
+        for ex, answer, seconds in _answers(method, todo, concurrency):
+            record = make_record(ex, answer.to_dict(), seconds, yes_no=False, scorer=scorer)
             writer.append(record)
             records.append(record)
             bar.update(task, advance=1, stats=_stats(records))
+
+
+def _timed_answer(method: Method, ex: QAExample):
+    started = time.perf_counter()
+    answer = method.answer(ex.question)
+    return ex, answer, time.perf_counter() - started
+
+
+def _answers(method: Method, todo: list[QAExample], concurrency: int):
+    """(example, answer, seconds) as each question finishes; at most `concurrency` in flight, so a
+    crash loses at most that many answers (they are asked again on resume, and written once)."""
+    if concurrency <= 1:
+        for ex in todo:
+            yield _timed_answer(method, ex)
+        return
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    queue = iter(todo)
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="dynrag-eval") as pool:
+        pending = {pool.submit(_timed_answer, method, ex) for ex in itertools.islice(queue, concurrency)}
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    yield future.result()
+                    nxt = next(queue, None)
+                    if nxt is not None:
+                        pending.add(pool.submit(_timed_answer, method, nxt))
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def write_summary(

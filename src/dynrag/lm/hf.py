@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -12,27 +11,11 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from dynrag.lm.base import Capabilities, Generation, Prompt
 from dynrag.lm.capture import install_recorder
+from dynrag.lm.stopping import DecodeState, StopWhen, stop_after_position, stop_position, trim_to
 
 # Pieces are decoded with a few tokens of left context so multi-byte characters and
 # SentencePiece's leading-space handling come out right.
 _DECODE_CONTEXT = 4
-
-
-@dataclass
-class DecodeState:
-    """What has been decoded so far, shared (not copied) with a `stop_when` callback."""
-
-    prompt_length: int
-    token_ids: list[int]
-    pieces: list[str]
-    logprobs: list[float]
-    entropies: list[float]
-    # Attention rows of tokens already fed back (the newest token has none yet).
-    attention_rows: list[np.ndarray]
-    raw_tokens: list[str]
-
-
-StopWhen = Callable[[DecodeState], bool]
 
 
 class HFLanguageModel:
@@ -139,11 +122,11 @@ class HFLanguageModel:
             if stop_when is not None:
                 state.raw_tokens.append(self.tokenizer.convert_ids_to_tokens(token))
             text += piece
-            cut, stop_reason = _stop_position(text, stop, len(piece)), "stop"
+            cut, stop_reason = stop_position(text, stop, len(piece)), "stop"
             if cut is None:
-                cut, stop_reason = _stop_after_position(text, stop_after, len(piece)), "stop_after"
+                cut, stop_reason = stop_after_position(text, stop_after, len(piece)), "stop_after"
             if cut is not None:
-                _trim_to(cut, ids, pieces, logprobs, entropies)
+                trim_to(cut, ids, pieces, logprobs, entropies)
                 break
             stop_reason = "length"
             if stop_when is not None and stop_when(state):
@@ -273,45 +256,3 @@ class HFLanguageModel:
             nxt = tensor[0, start + 1 : stop + 1]
             out[start + 1 : stop + 1] = log_p.gather(1, nxt[:, None])[:, 0].cpu().numpy()
         return ids, offsets, out
-
-
-def _stop_position(text: str, stop: Sequence[str], last_piece_len: int) -> int | None:
-    """Char position where the earliest stop string begins, searching only where it can be new."""
-    best = None
-    for s in stop:
-        if not s:
-            continue
-        at = text.find(s, max(0, len(text) - last_piece_len - len(s) + 1))
-        if at >= 0 and (best is None or at < best):
-            best = at
-    return best
-
-
-def _stop_after_position(text: str, stop_after: Sequence[str], last_piece_len: int) -> int | None:
-    """Char position just after the earliest `stop_after` match, not counting its trailing spaces.
-
-    ". " ends a sentence only once the next token shows the space, so "1.5" and "Dr. X" need care
-    from callers; the token that revealed the end is then trimmed away.
-    """
-    best = None
-    for s in stop_after:
-        if not s:
-            continue
-        at = text.find(s, max(0, len(text) - last_piece_len - len(s) + 1))
-        if at >= 0:
-            end = at + len(s.rstrip()) if s.strip() else at + len(s)
-            best = end if best is None else min(best, end)
-    return best
-
-
-def _trim_to(cut: int, ids: list, pieces: list, logprobs: list, entropies: list) -> None:
-    """Drop the tokens that reach past `cut`, so text and tokens stay in step."""
-    total = 0
-    keep = 0
-    for piece in pieces:
-        if total + len(piece) > cut:
-            break
-        total += len(piece)
-        keep += 1
-    for seq in (ids, pieces, logprobs, entropies):
-        del seq[keep:]

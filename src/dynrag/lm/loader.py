@@ -1,4 +1,5 @@
-"""Turn a model spec (`bundled`, `bundled:NAME`, `hf:PATH_OR_ID[#GGUF_FILE]`) into a LanguageModel."""
+"""Turn a model spec (`bundled`, `bundled:NAME`, `hf:PATH_OR_ID[#GGUF_FILE]`, `openai:BASE_URL#MODEL`)
+into a LanguageModel."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ SPEC_FORMS = (
     *(f"bundled:{name}" for name in BUNDLED_MODELS),
     "hf:PATH_OR_ID",
     "hf:PATH#FILE.gguf",
+    "openai:BASE_URL#MODEL",
 )
 
 
@@ -34,7 +36,16 @@ def load_lm(spec: str = "bundled", progress: bool = True) -> LanguageModel:
         if gguf_file:
             return _load_gguf(Path(target), gguf_file, spec)
         return _load_hf_dir(target, spec)
+    if spec.startswith("openai:"):
+        from dynrag.lm.openai_compat import OpenAICompatLM
+
+        return OpenAICompatLM.from_spec(spec)
     raise ConfigError(f"unknown model spec {spec!r}; valid forms: {describe_specs()}")
+
+
+def is_http_spec(spec: str) -> bool:
+    """A model behind an HTTP server: safe to call from several threads (`eval --concurrency`)."""
+    return spec.strip().startswith("openai:")
 
 
 def _load_hf_dir(target: str | Path, name: str) -> LanguageModel:

@@ -87,7 +87,12 @@ class Dragin(IterativeMethod):
     Options: ClassVar[type] = DraginOptions
 
     def __init__(self, lm, builder, options, retriever):
-        instead = "use a local model (bundled or hf:) or a method that needs only log-probabilities (flare)"
+        instead = (
+            "RIND weighs each word by the attention later words pay it and QFS builds its query from that "
+            "attention, while an HTTP model server returns only log-probabilities; use a local model "
+            "(--model bundled or hf:PATH) for dragin, or a method that needs no attention: flare (token "
+            "probabilities), fixed_sentence, fixed_length, single or direct"
+        )
         require(lm, "logprobs", needed_by="method 'dragin'", instead=instead)
         require(lm, "attention", needed_by="method 'dragin'", instead=instead)
         if options.variant == "reference":

@@ -1,0 +1,94 @@
+"""`dynrag serve`; dynrag.cli registers it through ``register``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, ContextManager, Optional
+
+import typer
+from rich.console import Console
+
+from dynrag.serve.limits import DEFAULT_PORT, ServeSettings
+
+_DEFAULTS = ServeSettings()
+
+
+def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
+    @app.command("serve")
+    def serve_command(
+        config: Optional[Path] = typer.Option(
+            None, "--config", help="A run configuration (YAML): model, index, retriever, retriever_options, exemplars, "
+            "and method/options as the default for requests that name none; flags override its keys.",
+        ),
+        index_dir: Optional[Path] = typer.Option(
+            None, "--index", help="Index directory (dynrag index). Default: the demo index, built on first use."
+        ),
+        model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
+        retriever: Optional[str] = typer.Option(None, "--retriever", help="A retriever over --index (default bm25)."),
+        retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE (repeatable)."),
+        exemplars: Optional[str] = typer.Option(None, "--exemplars", help="Few-shot exemplar style (dataset name)."),
+        host: str = typer.Option(_DEFAULTS.host, "--host", help="Address to bind (loopback by default)."),
+        port: int = typer.Option(DEFAULT_PORT, "--port", help="TCP port."),
+        api_key: Optional[str] = typer.Option(
+            None, "--api-key", envvar="DYNRAG_API_KEY", show_envvar=True,
+            help="Bearer key required on every /v1/* request (the viewer page asks for it).",
+        ),
+        queue_size: int = typer.Option(_DEFAULTS.queue_size, "--queue-size", help="Requests that may wait while one runs; beyond: 429."),
+        timeout: float = typer.Option(_DEFAULTS.timeout, "--timeout", help="Seconds a request may wait and run; then 504 and the work stops."),
+        max_body_bytes: int = typer.Option(_DEFAULTS.max_body_bytes, "--max-body-bytes", help="Largest request body (413 beyond)."),
+        max_question_chars: int = typer.Option(_DEFAULTS.max_question_chars, "--max-question-chars", help="Longest question."),
+        max_tokens: int = typer.Option(_DEFAULTS.max_tokens, "--max-tokens", help="Ceiling on a request's max_tokens."),
+    ) -> None:
+        """Serve methods over HTTP: OpenAI-compatible chat completions, /v1/ask and the trace viewer at /."""
+        with user_errors():
+            from dynrag.config import load_run_config
+            from dynrag.registry import parse_model
+
+            settings = parse_model(ServeSettings, {
+                "host": host, "port": port, "api_key": api_key or None, "queue_size": queue_size,
+                "timeout": timeout, "max_body_bytes": max_body_bytes, "max_question_chars": max_question_chars,
+                "max_tokens": max_tokens,
+            }, "dynrag serve")
+            flags = dict(index=index_dir, model=model, retriever=retriever, exemplars=exemplars)
+            run = load_run_config(config, flags, (), retriever_option)
+            err = Console(stderr=True)
+            run_server(build_app(settings, run, err), settings, err)
+
+
+def build_app(settings: ServeSettings, run, console: Console):
+    """The app over the model, index and retriever a RunConfig names (the demo index by default)."""
+    from dynrag.lm import load_lm
+    from dynrag.methods.prompting import PromptBuilder
+    from dynrag.retrieval.factory import given_options, open_retriever, with_numpy_bm25
+    from dynrag.serve.app import create_app
+    from dynrag.serve.engine import Engine
+
+    builder = PromptBuilder.for_dataset(run.exemplars or "default")  # a bad style fails before anything loads
+    name = run.retriever or "bm25"
+    options = given_options(name, run.retriever_options, "--retriever-option")
+    index_dir = run.index if run.index is not None else demo_index(console)
+    searcher = open_retriever(name, index_dir, with_numpy_bm25(name, options), work_dir=index_dir, progress=True)
+    with console.status(f"loading model {run.model} ..."):
+        lm = load_lm(run.model)
+    engine = Engine(lm, searcher, builder, index_label=str(index_dir),
+                    default_method=run.method or "single", default_options=run.options)
+    return create_app(engine, settings)
+
+
+def demo_index(console: Console) -> Path:
+    from dynrag.demo import demo_index_dir, ensure_demo_index
+
+    ensure_demo_index(console)
+    return demo_index_dir()
+
+
+def run_server(app, settings: ServeSettings, console: Console) -> None:
+    import uvicorn
+
+    where = f"http://{settings.host}:{settings.port}"
+    console.print(f"dynrag serve: the viewer at {where}/ , the OpenAI-compatible API at {where}/v1"
+                  + (" (bearer key required)" if settings.api_key else ""))
+    if settings.host not in ("127.0.0.1", "localhost", "::1") and not settings.api_key:
+        console.print(f"[yellow]warning:[/yellow] bound to {settings.host} without --api-key: anyone who can "
+                      "reach this address can use the model")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", timeout_graceful_shutdown=5)

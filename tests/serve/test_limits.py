@@ -1,0 +1,178 @@
+"""Every limit of the real server over raw HTTP, each answered in OpenAI's error shape."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.servers import artifacts_dir, dynrag_serve, free_port
+
+pytestmark = pytest.mark.slow
+
+# A request that keeps the model busy for many seconds: retrieval at every chance, long budget.
+LONG = {"method": "dragin", "options": {"theta": 0.0, "max_retrievals": 5, "max_new_tokens": 128}}
+
+
+def error_of(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    err = response.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    return err
+
+
+def ask(served, body, **kw):
+    return httpx.post(f"{served.v1}/ask", json=body, headers=served.headers(), timeout=600, **kw)
+
+
+def health(served) -> dict:
+    return httpx.get(f"{served.root}/health", timeout=10).json()
+
+
+def wait_until(predicate, served, seconds=120.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        status = health(served)["queue"]
+        if predicate(status):
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"the server's queue never reached the state asked for: {health(served)['queue']}")
+
+
+def test_oversized_body_is_413_with_or_without_a_length(served):
+    big = {"question": "x" * 9000, "method": "direct"}
+    err = error_of(ask(served, big), 413)
+    assert err["code"] == "request_too_large" and "8192 bytes" in err["message"]
+
+    def chunks():  # no Content-Length: the server counts what arrives
+        for _ in range(20):
+            yield b" " * 1024
+
+    response = httpx.post(f"{served.v1}/ask", content=chunks(), headers={**served.headers(), "Content-Type": "application/json"})
+    assert error_of(response, 413)["code"] == "request_too_large"
+
+
+def test_over_long_question_is_400(served):
+    err = error_of(ask(served, {"question": "why " * 120, "method": "direct"}), 400)
+    assert err["code"] == "question_too_long" and "limit is 400" in err["message"] and err["param"] == "question"
+
+
+def test_max_tokens_above_the_ceiling_is_400(served):
+    body = {"model": "direct", "messages": [{"role": "user", "content": "Who?"}], "max_tokens": 129}
+    response = httpx.post(f"{served.v1}/chat/completions", json=body, headers=served.headers())
+    err = error_of(response, 400)
+    assert err["code"] == "max_tokens_too_large" and "ceiling of 128" in err["message"]
+    err = error_of(ask(served, {"question": "Who?", "method": "flare", "options": {"max_new_tokens": 500}}), 400)
+    assert err["code"] == "max_tokens_too_large"
+
+
+def test_unknown_method_and_option_list_the_valid_ones(served):
+    err = error_of(ask(served, {"question": "Who?", "method": "dragon"}), 404)
+    assert err["code"] == "model_not_found" and "dragin" in err["message"] and "flare" in err["message"]
+    err = error_of(ask(served, {"question": "Who?", "method": "flare", "options": {"thetta": 0.2}}), 400)
+    assert err["code"] == "unknown_option" and "'thetta'" in err["message"] and "theta" in err["message"]
+    assert err["param"] == "options.thetta"
+    err = error_of(ask(served, {"question": "Who?", "method": "flare", "options": {"theta": 3}}), 400)
+    assert err["code"] == "invalid_option" and "theta" in err["message"]
+    body = {"model": "flare", "messages": [{"role": "user", "content": "Who?"}], "colour": "red"}
+    err = error_of(httpx.post(f"{served.v1}/chat/completions", json=body, headers=served.headers()), 400)
+    assert "'colour'" in err["message"] and "theta" in err["message"]
+    err = error_of(ask(served, {"question": "Who?", "method": "flare", "speed": 1}), 400)
+    assert "speed" in err["message"] and "question" in err["message"]  # names the valid fields
+    with pytest.raises(openai.NotFoundError, match="valid methods"):
+        openai.OpenAI(base_url=served.v1, api_key=served.key, max_retries=0).chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "Who?"}])
+
+
+def test_every_v1_endpoint_wants_the_key_but_the_viewer_loads_without(served):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": served.key}):
+        for method, path, body in (("GET", "/v1/models", None), ("POST", "/v1/ask", {"question": "Who?"}),
+                                   ("POST", "/v1/chat/completions", {"model": "direct", "messages": []})):
+            response = httpx.request(method, f"{served.root}{path}", json=body, headers=headers)
+            err = error_of(response, 401)
+            assert err["code"] == "invalid_api_key" and response.headers["www-authenticate"] == "Bearer"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=served.v1, api_key="wrong", max_retries=0).models.list()
+    page = httpx.get(f"{served.root}/")
+    assert page.status_code == 200 and "trace viewer" in page.text and "/static/viewer.js" in page.text
+    assert httpx.get(f"{served.root}/static/viewer.js").status_code == 200
+    assert httpx.get(f"{served.root}/health").status_code == 200
+
+
+def test_client_disconnect_cancels_the_work(served, demo_question):
+    before = health(served)["queue"]
+    # A plain socket so the test decides exactly when the client goes away.
+    import json as _json
+
+    body = _json.dumps({"question": demo_question.question, **LONG}).encode()
+    sock = socket.create_connection(("127.0.0.1", served.port))
+    sock.sendall(b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 + f"Authorization: Bearer {served.key}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    wait_until(lambda q: q["running"] == 1, served)
+    sock.close()
+    after = wait_until(lambda q: q["running"] == 0 and q["cancelled"] > before["cancelled"], served)
+    assert after["disconnected"] > before["disconnected"]
+    assert after["completed"] == before["completed"]  # stopped, not finished
+
+    # The same for a stream the client stops reading.
+    body = {"model": LONG["method"], "messages": [{"role": "user", "content": demo_question.question}],
+            "stream": True, "options": LONG["options"]}
+    with httpx.stream("POST", f"{served.v1}/chat/completions", json=body, headers=served.headers(), timeout=60) as r:
+        first = next(r.iter_lines())
+        assert first.startswith("data: ") and '"role": "assistant"' in first
+        wait_until(lambda q: q["running"] == 1, served)
+    final = wait_until(lambda q: q["running"] == 0 and q["cancelled"] > after["cancelled"], served)
+    assert final["completed"] == before["completed"]
+
+
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory):
+    """A second server: one request may wait while one runs, a 4-second timeout, and a run
+    configuration whose method and options are the default for requests that name none."""
+    from tests.serve.conftest import Served
+
+    config = tmp_path_factory.mktemp("serve-config") / "run.yaml"
+    # Its default options are over the ceiling, so a request relying on them is refused (no model time).
+    config.write_text("method: direct\noptions:\n  max_new_tokens: 600\n")
+    port = free_port()
+    with dynrag_serve(port, artifacts_dir() / "serve-tight.log", "--config", str(config),
+                      "--queue-size", "1", "--timeout", "4"):
+        yield Served(port, None)
+
+
+def test_queue_full_is_429_with_retry_after_and_the_timeout_cancels(tight, demo_question):
+    results: dict[str, httpx.Response] = {}
+
+    def send(name):
+        results[name] = httpx.post(f"{tight.v1}/ask", json={"question": demo_question.question, **LONG}, timeout=120)
+
+    first = threading.Thread(target=send, args=("running",))
+    first.start()
+    wait_until(lambda q: q["running"] == 1, tight)
+    second = threading.Thread(target=send, args=("waiting",))
+    second.start()
+    wait_until(lambda q: q["waiting"] == 1, tight)
+    rejected = httpx.post(f"{tight.v1}/ask", json={"question": demo_question.question, "method": "direct"})
+    err = error_of(rejected, 429)
+    assert err["code"] == "queue_full" and err["type"] == "rate_limit_error"
+    assert int(rejected.headers["retry-after"]) >= 1
+
+    first.join()
+    second.join()
+    err = error_of(results["running"], 504)  # the long request ran past the 4 s timeout
+    assert err["code"] == "timeout" and "4 s" in err["message"]
+    assert results["waiting"].status_code == 504  # it never got the model in time
+    status = wait_until(lambda q: q["running"] == 0 and q["waiting"] == 0, tight)
+    assert status["rejected"] == 1 and status["timed_out"] == 2 and status["cancelled"] == 2
+    assert status["completed"] == 0
+
+
+def test_a_request_naming_no_method_gets_the_config_files_method_and_options(tight):
+    err = error_of(httpx.post(f"{tight.v1}/ask", json={"question": "Who?", "options": {"thetta": 1}}), 400)
+    assert "method 'direct'" in err["message"] and "thetta" in err["message"]
+    err = error_of(httpx.post(f"{tight.v1}/ask", json={"question": "Who?"}), 400)
+    assert err["code"] == "max_tokens_too_large" and "600" in err["message"]
