@@ -240,11 +240,14 @@ class HFLanguageModel:
     @torch.inference_mode()
     def next_token_logprobs(self, prompt: str | Prompt, candidates: Sequence[str]) -> np.ndarray:
         """Natural-log probability that the token after `prompt` is the first token of each
-        candidate string, from one forward pass (used by the LM-pointwise reranker)."""
-        ids, _ = self._encode_prompt(Prompt.of(prompt))
+        candidate string, from one forward pass (the LM-pointwise reranker, DeepRAG's margin)."""
+        prompt = Prompt.of(prompt)
+        ids, offsets = self._encode_prompt(prompt)
         wanted = [self.first_token_id(c) for c in candidates]
+        cache, done = self._prefix_cache(prompt, ids, offsets)  # a marked prefix is computed once
         logits = self.model(
-            input_ids=torch.tensor([ids], device=self.model.device), use_cache=False, logits_to_keep=1
+            input_ids=torch.tensor([ids[done:]], device=self.model.device), cache=cache, use_cache=True,
+            logits_to_keep=1,
         ).logits[0, -1]
         return torch.log_softmax(logits.float(), dim=-1)[wanted].cpu().numpy()
 

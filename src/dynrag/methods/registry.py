@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from dynrag.errors import ConfigError
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.base import Method, MethodOptions
+from dynrag.methods.deeprag import DeepRag
 from dynrag.methods.direct import Direct
 from dynrag.methods.dragin import Dragin
 from dynrag.methods.fixed import FixedLength, FixedSentence
@@ -18,7 +19,7 @@ from dynrag.methods.single import Single
 from dynrag.retrieval.base import Retriever
 
 METHODS: dict[str, type] = {
-    cls.name: cls for cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin)
+    cls.name: cls for cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin, DeepRag)
 }
 
 # Methods that never search; every other method needs a retriever.
