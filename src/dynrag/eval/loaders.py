@@ -47,6 +47,7 @@ from typing import Any
 
 from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError, DataError
+from dynrag.eval.decomposition import evidence_decomposition, musique_decomposition, strategyqa_decomposition
 from dynrag.eval.records import BadRecord, first_char, iter_json_array, iter_jsonl, iter_tsv, read_text
 
 
@@ -57,6 +58,8 @@ class QAExample:
     answers: list[str]  # gold answer first, then aliases
     contexts: list[Passage] = field(default_factory=list)
     supporting: list[str] = field(default_factory=list)  # ids of supporting passages in contexts
+    # Gold sub-questions ("#k" = answer of the k-th), where the dataset has them (eval/decomposition.py).
+    decomposition: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -179,7 +182,9 @@ def parse_2wiki(record: Any, aliases: dict[str, list[str]]) -> list[QAExample]:
     answer_id = str(record.get("answer_id") or "")
     extra = aliases.get(qid) or (aliases.get(answer_id, []) if answer_id else [])
     contexts, supporting = _titled_paragraphs(record)
-    return [QAExample(qid, _text(record, "question"), _answers([_text(record, "answer")], extra), contexts, supporting)]
+    answers = _answers([_text(record, "answer")], extra)
+    decomposition = evidence_decomposition(record.get("evidences"))
+    return [QAExample(qid, _text(record, "question"), answers, contexts, supporting, decomposition)]
 
 
 def parse_musique(record: Any, aliases: dict[str, list[str]]) -> list[QAExample]:
@@ -201,7 +206,8 @@ def parse_musique(record: Any, aliases: dict[str, list[str]]) -> list[QAExample]
         if para.get("is_supporting") is True:
             supporting.append(p.id)
     answers = _answers([_text(record, "answer")], alias_list + aliases.get(qid, []))
-    return [QAExample(qid, _text(record, "question"), answers, contexts, list(dict.fromkeys(supporting)))]
+    decomposition = musique_decomposition(record.get("question_decomposition"))
+    return [QAExample(qid, _text(record, "question"), answers, contexts, list(dict.fromkeys(supporting)), decomposition)]
 
 
 def parse_strategyqa(record: Any, aliases: dict[str, list[str]]) -> list[QAExample]:
@@ -213,7 +219,8 @@ def parse_strategyqa(record: Any, aliases: dict[str, list[str]]) -> list[QAExamp
     facts = _string_list(record.get("facts") or [], "field 'facts'")
     contexts = [make_passage("", f) for f in facts if f.strip()]
     ids = list(dict.fromkeys(p.id for p in contexts))
-    return [QAExample(qid, _text(record, "question"), ["yes" if answer else "no"], contexts, ids)]
+    decomposition = strategyqa_decomposition(record.get("decomposition"))
+    return [QAExample(qid, _text(record, "question"), ["yes" if answer else "no"], contexts, ids, decomposition)]
 
 
 def _iirc_answers(answer: Any) -> list[str] | None:
