@@ -61,3 +61,8 @@ def test_a_bad_decomposition_names_file_and_line(tmp_path):
     path = fx.write_jsonl(tmp_path / "m.jsonl", [fx.MUSIQUE[0] | {"id": "ok"}, bad])
     with pytest.raises(DataError, match=r"m\.jsonl:2: .*question_decomposition"):
         list(load_examples("musique", path))
+
+
+def test_a_json_list_dataset_may_also_be_one_record_a_line(tmp_path):
+    (ex,) = load_examples("2wikimultihopqa", fx.write_jsonl(tmp_path / "w.jsonl", fx.TWOWIKI))
+    assert ex.id == "w1" and ex.decomposition == ["Harbour Mill >> director"]

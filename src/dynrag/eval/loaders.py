@@ -385,7 +385,8 @@ def _is_single_object(path: Path) -> bool:
 
 def _records(spec: DatasetSpec, path: Path) -> Iterator[tuple[int, int, Any]]:
     if spec.style == "array":
-        return iter_json_array(path)
+        # The official files are JSON lists; one record a line (as some released subsets are) works too.
+        return iter_json_array(path) if first_char(path) in ("[", "") else iter_jsonl(path)
     if spec.style == "jsonl":
         return iter_jsonl(path)
     # popqa: TSV by extension, else a JSON list or JSONL by the first character

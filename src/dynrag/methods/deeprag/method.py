@@ -14,29 +14,21 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from dynrag.corpus.passage import Passage
-from dynrag.lm.base import Generation, LanguageModel, Prompt
+from dynrag.lm.base import Generation, LanguageModel
 from dynrag.methods.base import Answer, MethodOptions, Retrieval, Step, Trace
-from dynrag.methods.deeprag.decision import marker_margin, wants_retrieval
+from dynrag.methods.deeprag.decision import wants_retrieval
 from dynrag.methods.deeprag.narrative import (
-    FINAL,
     QUESTION_SEG,
     Narrative,
     NarrativeStep,
-    add_answer_label,
-    add_retrieval,
-    add_subquery,
-    clean_answer,
     final_line,
     load_exemplars,
-    parse_decision,
-    parse_line,
     trained_prompt_shots,
 )
+from dynrag.methods.deeprag.writer import NarrativeWriter
 from dynrag.methods.direct import require_question
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.retrieval.base import Hit, Retriever
-
-LINE_END = ("\n",)
 
 
 class DeepRagOptions(MethodOptions):
@@ -67,7 +59,12 @@ class DeepRag:
         if shots is None:
             trained = trained_prompt_shots(lm.name)
             shots = len(load_exemplars()) if trained is None else trained
-        self.narrative = Narrative(shots=min(shots, len(load_exemplars())))
+        narrative = Narrative(shots=min(shots, len(load_exemplars())))
+        self.writer = NarrativeWriter(lm, narrative, options.max_subquery_tokens, options.max_answer_tokens)
+
+    @property
+    def narrative(self) -> Narrative:
+        return self.writer.narrative
 
     def answer(self, question: str) -> Answer:
         question = require_question(question)
@@ -91,58 +88,47 @@ class DeepRag:
 
 
 class _Run:
-    """One question's narrative as it is written."""
+    """One question's narrative as it is written, with the trace of every generation."""
 
     def __init__(self, method: DeepRag, question: str, trace: Trace):
-        self.m, self.question, self.trace = method, question, trace
+        self.m, self.w, self.question, self.trace = method, method.writer, question, trace
         self.steps: list[NarrativeStep] = []
         self.spent = 0
 
     def budget_left(self) -> int:
         return self.m.options.max_new_tokens - self.spent
 
-    def _generate(self, prompt: Prompt, limit: int, kind: str, details: dict[str, Any], budgeted: bool = True) -> Generation:
-        if budgeted:
-            limit = max(1, min(limit, self.budget_left()))
-        gen = self.m.lm.generate(prompt, limit, stop=LINE_END)
-        self.spent += gen.decoded_tokens or len(gen)
-        self.trace.steps.append(Step(kind, gen.text, gen.text, gen.decoded_tokens or len(gen), None, details))
-        return gen
-
-    def prompt(self) -> Prompt:
-        return self.m.narrative.prompt(self.question, self.steps)
+    def _record(self, gen: Generation, kind: str, details: dict[str, Any]) -> None:
+        n = gen.decoded_tokens or len(gen)
+        self.spent += n
+        self.trace.steps.append(Step(kind, gen.text, gen.text, n, None, details))
 
     def next_line(self) -> tuple[str, str]:
-        gen = self._generate(self.prompt(), self.m.options.max_subquery_tokens, "subquery", {"step": len(self.steps) + 1})
-        return parse_line(gen.text)
+        kind, text, gen = self.w.next_line(self.question, self.steps, self.budget_left())
+        self._record(gen, "subquery", {"step": len(self.steps) + 1})
+        return kind, text
 
     def take_step(self, subquery: str) -> None:
         opts = self.m.options
         number = len(self.steps) + 1
-        at_decision = add_subquery(self.prompt(), subquery)
         margin = lp_retrieve = lp_answer = None
         answer: str | None = None
         decision_text = ""
         if opts.decision == "margin":
-            margin, lp_retrieve, lp_answer = marker_margin(self.m.lm, at_decision, opts.bias)
+            margin, lp_retrieve, lp_answer = self.w.margin(self.question, self.steps, subquery, opts.bias)
             retrieve = wants_retrieval(margin)
         else:
-            gen = self._generate(at_decision, opts.max_answer_tokens + 4, "decision", {"step": number})
-            decision_text = gen.text
-            kind, rest = parse_decision(gen.text)
-            retrieve = kind == "retrieve"
+            kind, rest, gen = self.w.decide(self.question, self.steps, subquery, self.budget_left())
+            self._record(gen, "decision", {"step": number})
+            decision_text, retrieve = gen.text, kind == "retrieve"
             if kind == "parametric" and rest:
-                answer = clean_answer(rest)
-        passages: tuple[Passage, ...] = ()
+                answer = rest  # written on the decision line: no second generation
+        passages: tuple[Passage, ...] | None = None
         if retrieve:
-            hits = self.m.retriever.search(subquery, opts.k) if subquery.strip() else []
-            self.trace.retrievals.append(
-                Retrieval(subquery, hits, position=self.spent, reason=f"step {number}" + (f", margin {margin:+.3f}" if margin is not None else ""))
-            )
+            hits = self.m.retriever.search(subquery, opts.k)
+            reason = f"step {number}" + (f", margin {margin:+.3f}" if margin is not None else "")
+            self.trace.retrievals.append(Retrieval(subquery, hits, position=self.spent, reason=reason))
             passages = tuple(hit_passage(h) for h in hits)
-            at_answer = add_answer_label(add_retrieval(at_decision, passages))
-        else:
-            at_answer = add_answer_label(at_decision)
         details: dict[str, Any] = {
             "step": number,
             "subquery": subquery,
@@ -151,23 +137,23 @@ class _Run:
             "logprob_retrieve": None if lp_retrieve is None else round(lp_retrieve, 4),
             "logprob_answer": None if lp_answer is None else round(lp_answer, 4),
             "decision_text": decision_text,
-            "hits": [p.id for p in passages],
+            "hits": [p.id for p in passages or ()],
         }
         if answer is None:
-            gen = self._generate(at_answer, opts.max_answer_tokens, "answer", details)
-            answer = clean_answer(gen.text)
+            answer, gen = self.w.answer(self.question, self.steps, subquery, passages, self.budget_left())
+            self._record(gen, "answer", details)
         else:
             self.trace.steps.append(Step("answer", answer, answer, 0, None, details))
         details["answer"] = answer
-        self.steps.append(NarrativeStep(subquery, retrieve, answer, passages))
+        self.steps.append(NarrativeStep(subquery, retrieve, answer, passages or ()))
 
     def forced_final(self) -> str:
-        prompt = self.prompt().add("final_label", FINAL)
-        # The final answer may go past the budget: a question always gets one.
-        gen = self._generate(prompt, self.m.options.max_answer_tokens, "finish", {"step": len(self.steps) + 1}, False)
-        return clean_answer(gen.text).rstrip(".").strip()
+        # The final answer may go past the token budget: a question always gets one.
+        final, gen = self.w.final(self.question, self.steps)
+        self._record(gen, "finish", {"step": len(self.steps) + 1})
+        return final
 
     def narrative_text(self) -> str:
         """What the model wrote after the question (with the inserted passages)."""
-        prompt = self.prompt()
+        prompt = self.w.narrative.prompt(self.question, self.steps)
         return prompt.text[next(s.end for s in prompt.segments if s.name == QUESTION_SEG) :]
