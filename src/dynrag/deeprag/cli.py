@@ -49,3 +49,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             )
             summary = run_synth(req, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+
+    from dynrag.deeprag.train_cli import register_train
+
+    train = typer.Typer(no_args_is_help=True, help="DeepRAG training: imitation (stage I) and chain of calibration (stage II).")
+    register_train(train, user_errors)
+    app.add_typer(train, name="train")
