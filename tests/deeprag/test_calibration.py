@@ -43,7 +43,7 @@ def test_one_pair_per_step_with_the_same_history_and_the_optimal_decision_chosen
     for i, pair in enumerate(pairs):
         history = narrative.prompt(PATH.question, PATH.steps[:i]).text
         assert pair.prompt == history + f"Sub-question: {PATH.steps[i].subquery}\n"  # the history, then the sub-question
-    assert "[1] Ada Byrne: Ada Byrne was born in Tessaly.\nAnswer: Tessaly\n" in pairs[2].prompt
+    assert "[1] Ada Byrne: Ada Byrne was born in Tessaly.\nSub-question: Where was Ada Byrne born?\nAnswer: Tessaly\n" in pairs[2].prompt
     assert "Tessaly" not in pairs[1].prompt  # nothing of the step decided on leaks into its own pair
     assert {p.split for p in pairs} == {"train"}
 

@@ -46,6 +46,7 @@ GIVEN = (
     "Question: Where was the founder of Harbour Mill born?\n"
     "[1] Ada Byrne: Ada Byrne was born in Tessaly in 1850.\n"
     "[2] Weather: It rains in spring.\n"
+    "Sub-question: Where was Ada Byrne born?\n"  # restated by the runner below the passages
 )
 
 

@@ -30,7 +30,10 @@ def knowing_model(known_founders: dict[str, str], teacher_lines: bool = False) -
 
     def reply(text):
         own = own_part(text)
-        step_text = own[own.rindex(SUBQUERY) :] if SUBQUERY in own else ""
+        # the step being answered: from its sub-question (not the runner's restatement) to the end
+        lines = own.split("\n")
+        asked_at = [i for i, l in enumerate(lines) if l.startswith(SUBQUERY) and not (i and lines[i - 1].startswith("["))]
+        step_text = "\n".join(lines[asked_at[-1] :]) if asked_at else ""
         answers = re.findall(rf"^{ANSWER} (.*)$", own, flags=re.M)
         if text.endswith(FINAL):
             return f" {answers[-1] if answers else 'nowhere'}."

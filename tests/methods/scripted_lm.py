@@ -56,3 +56,10 @@ class ScriptedLM:
 def last_line(prompt_text: str) -> str:
     """The prompt's unfinished last line ("" right after a newline)."""
     return prompt_text.rsplit("\n", 1)[-1]
+
+
+def asked(narrative: str) -> int:
+    """Sub-questions the model asked in `narrative` (not counting the runner's restatements,
+    which follow a passage line)."""
+    lines = narrative.split("\n")
+    return sum(1 for i, line in enumerate(lines) if line.startswith("Sub-question:") and not (i and lines[i - 1].startswith("[")))

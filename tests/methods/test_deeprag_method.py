@@ -20,7 +20,7 @@ from dynrag.methods.deeprag.narrative import (
 )
 from dynrag.methods.registry import build_method, parse_options
 from dynrag.retrieval.bm25 import BM25Index
-from tests.methods.scripted_lm import ScriptedLM, last_line
+from tests.methods.scripted_lm import ScriptedLM, asked, last_line
 from tests.tiny_models import tiny_llama_lm
 
 QUESTION = "Where was the engineer of the old bridge born?"
@@ -49,7 +49,7 @@ def scripted(decisions: list[str], subqueries: list[str] | None = None, **kwargs
 
     def reply(text: str) -> str:
         own = own_part(text)
-        step = own.count(SUBQUERY)
+        step = asked(own)
         if text.endswith(FINAL):
             return " Lyon."
         if text.endswith(ANSWER):
@@ -171,10 +171,11 @@ def test_narrative_prompt_layout_and_parsers():
     assert own == (
         "Question: Where was the builder born?\n"
         "Sub-question: Who built it?\nAnswer: Ada\n"
-        "Sub-question: Where was Ada born?\nSearch results:\n[1] Ada: Ada was born in Lyon.\nAnswer: Lyon\n"
+        "Sub-question: Where was Ada born?\nSearch results:\n[1] Ada: Ada was born in Lyon.\n"
+        "Sub-question: Where was Ada born?\nAnswer: Lyon\n"
     )
     names = [s.name for s in prompt.segments]
-    assert names == ["instruction", "question", "subquery", "answer", "subquery", "decision", "passages", "answer"]
+    assert names == ["instruction", "question", "subquery", "answer", "subquery", "decision", "passages", "restated", "answer"]
     assert prompt.reusable_prefix == prompt.segments[1].start
     assert parse_line("Sub-question: Who?") == ("subquery", "Who?")
     assert parse_line(f"{FINAL} Lyon. Then more") == ("final", "Lyon")

@@ -8,11 +8,15 @@ a model is trained on is exactly what it later reads.
     Sub-question: <subquery 2>
     Search results:
     [1] <title>: <passage text>
+    Sub-question: <subquery 2, restated by the runner>
     Answer: <answer written with the passages>
     So the answer is <final answer>.
 
 After a sub-question the next line is the atomic decision: the retrieve marker ("Search results:",
-after which the runner inserts the passages) or straight to "Answer:". After an answer the next
+after which the runner inserts the passages and restates the sub-question) or straight to
+"Answer:". The restatement puts the question right before the answer: measured on 20 first hops of
+2WikiMultihopQA train, it lifted the bundled models' exact match as readers from 0 to 0.10
+(SmolLM2-135M) and 0.35 (Gemma-3-270M). After an answer the next
 line is the termination decision: another sub-question, or the final-answer phrase. Every part is
 a named prompt segment, so training can tell what the model wrote (learned) from what it was given
 (instruction, exemplars, question, passages: never learned).
@@ -43,6 +47,7 @@ INSTRUCTION = (
 # Segment names. The model is trained on the learned ones only.
 INSTRUCTION_SEG, EXEMPLARS_SEG, QUESTION_SEG = "instruction", "exemplars", "question"
 SUBQUERY_SEG, DECISION_SEG, PASSAGES_SEG, ANSWER_SEG, FINAL_SEG = "subquery", "decision", "passages", "answer", "final"
+RESTATED_SEG = "restated"
 LEARNED_SEGMENTS = frozenset({SUBQUERY_SEG, DECISION_SEG, ANSWER_SEG, FINAL_SEG})
 
 # The file a trained checkpoint carries (written by `dynrag train`); its "prompt" says how it was
@@ -109,10 +114,12 @@ def add_subquery(prompt: Prompt, subquery: str) -> Prompt:
     return prompt.add(SUBQUERY_SEG, f"{SUBQUERY} {' '.join(subquery.split())}\n")
 
 
-def add_retrieval(prompt: Prompt, passages: Iterable[Passage]) -> Prompt:
-    """The retrieve marker, then the passages the runner found (never learned)."""
+def add_retrieval(prompt: Prompt, passages: Iterable[Passage], subquery: str) -> Prompt:
+    """The retrieve marker (the model's decision), then what the runner inserts and the model
+    never learns to write: the passages found, and the sub-question restated below them."""
     prompt.add(DECISION_SEG, f"{RETRIEVE}\n")
-    return prompt.add(PASSAGES_SEG, "".join(f"[{i}] {format_passage(p)}\n" for i, p in enumerate(passages, 1)))
+    prompt.add(PASSAGES_SEG, "".join(f"[{i}] {format_passage(p)}\n" for i, p in enumerate(passages, 1)))
+    return prompt.add(RESTATED_SEG, f"{SUBQUERY} {' '.join(subquery.split())}\n")
 
 
 def add_answer_label(prompt: Prompt) -> Prompt:
@@ -122,7 +129,7 @@ def add_answer_label(prompt: Prompt) -> Prompt:
 def add_step(prompt: Prompt, step: NarrativeStep) -> Prompt:
     add_subquery(prompt, step.subquery)
     if step.retrieve:
-        add_retrieval(prompt, step.passages)
+        add_retrieval(prompt, step.passages, step.subquery)
     return prompt.add(ANSWER_SEG, f"{ANSWER} {' '.join(step.answer.split())}\n")
 
 

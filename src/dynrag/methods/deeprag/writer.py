@@ -63,7 +63,7 @@ class NarrativeWriter:
         """The intermediate answer: from memory (`passages` None) or after the retrieve marker."""
         prompt = add_subquery(self.narrative.prompt(question, steps), subquery)
         if passages is not None:
-            add_retrieval(prompt, passages)
+            add_retrieval(prompt, passages, subquery)
         gen = self._generate(add_answer_label(prompt), limit, self.max_answer_tokens)
         return clean_answer(gen.text), gen
 
