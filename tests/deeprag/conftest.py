@@ -26,7 +26,7 @@ def wiki_record(i: int) -> dict:
         "answer": town,
         "context": [
             [thing, [f"{thing} was founded by {person} in {1850 + i}."]],
-            [person, [f"{person} was born in {town} and moved away young."]],
+            [person, [f"{person} was born in {town}."]],
             ["Weather", ["It often rains in the valley in spring."]],
         ],
         "supporting_facts": [[thing, 0], [person, 0]],

@@ -44,7 +44,7 @@ def knowing_model(known_founders: dict[str, str], teacher_lines: bool = False) -
                 if subject.group(1):
                     found = re.search(rf"{re.escape(subject.group(1))} was founded by (.+?) in \d", step_text)
                 else:
-                    found = re.search(rf"{re.escape(subject.group(2))} was born in (.+?) and", step_text)
+                    found = re.search(rf"{re.escape(subject.group(2))} was born in (.+?)\.", step_text)
                 return f" {found.group(1) if found else 'unknown'}"
             if "Who founded" in step_text:
                 thing = step_text.split("Who founded ", 1)[1].split("?")[0]

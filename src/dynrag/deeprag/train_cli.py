@@ -62,6 +62,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         max_nodes: int = typer.Option(24, "--max-nodes", help="Most tree nodes expanded per question."),
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
         match: str = typer.Option("em", "--match", help="em | f1:T"),
+        shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the stage-I model's search prompt (default 0: as it was trained; more can help a model trained on little data)."),
         beta: float = typer.Option(0.4, "--beta", help="DPO beta."),
         heldout: float = typer.Option(0.1, "--heldout", help="Share of questions whose pairs are kept out of training, to measure on."),
         method: Optional[str] = typer.Option(None, "--method", help="full (default) | lora"),
@@ -85,7 +86,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
             options = train_options(option, method=method, lr=lr, epochs=epochs, max_steps=max_steps,
                                     batch_size=batch_size, save_every=save_every, threads=threads)
             search = SynthRequest(dataset=dataset, data=data, out=out / "synth", corpus=corpus, model=model, teacher=teacher,
-                                  limit=limit, skip=skip, max_steps=max_steps_search, max_nodes=max_nodes, k=k, match=match,
+                                  limit=limit, skip=skip, max_steps=max_steps_search, max_nodes=max_nodes, k=k, match=match, shots=shots,
                                   aliases=aliases, skip_bad=skip_bad, retriever=retriever)
             report = run_calibration(CalibrationRequest(search, out, beta, heldout, options), console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
