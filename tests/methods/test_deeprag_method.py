@@ -200,3 +200,18 @@ def test_runs_on_a_real_transformers_backend_in_both_modes(index):
         if decision == "margin":
             assert all(d["margin"] is not None for d in decided)
         assert answer.to_dict()["final_answer"] == answer.final_answer
+
+
+def test_the_terminal_rendering_lists_each_subquestion_with_its_decision(index):
+    from rich.console import Console
+
+    from dynrag.render import render_answer
+
+    lp = {RETRIEVE: -1.0, ANSWER: -1.5}
+    lm = scripted(["retrieve", "retrieve"], scores=lambda text, cands: [lp[c] for c in cands])
+    answer = build_method("deeprag", lm, index, {"decision": "margin", "shots": 0}).answer(QUESTION)
+    console = Console(record=True, width=200)
+    render_answer(console, answer)
+    text = console.export_text()
+    assert "1. Who was the engineer of the old bridge?  [retrieve +0.50]  Ada Byrne" in text
+    assert "2. Where was Ada Byrne born?  [retrieve +0.50]  Lyon" in text
