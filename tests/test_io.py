@@ -18,6 +18,7 @@ from dynrag.io import (
     JsonlAppender,
     LockedError,
     atomic_directory,
+    atomic_file,
     atomic_write_json,
     atomic_write_text,
     read_jsonl,
@@ -40,6 +41,20 @@ def test_atomic_write_failure_keeps_old_file(tmp_path: Path) -> None:
         atomic_write_json(target, {"x": object()})
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_atomic_file_streams_and_an_error_keeps_the_old_file(tmp_path: Path) -> None:
+    target = tmp_path / "joined.bin"
+    with atomic_file(target) as f:
+        for part in (b"ab", b"cd"):
+            f.write(part)
+    assert target.read_bytes() == b"abcd"
+    with pytest.raises(RuntimeError):
+        with atomic_file(target) as f:
+            f.write(b"half")
+            raise RuntimeError("source died")
+    assert target.read_bytes() == b"abcd"
+    assert [p.name for p in tmp_path.iterdir()] == ["joined.bin"]
 
 
 def test_atomic_directory_swaps_only_when_complete(tmp_path: Path) -> None:
@@ -126,6 +141,15 @@ def test_jsonl_bad_middle_line_names_file_and_line(tmp_path: Path) -> None:
     path.write_bytes(b'{"id": "a"}\n\nnot json\n{"id": "b"}\n')
     with pytest.raises(DataError, match=r"p\.jsonl:3: invalid JSON"):
         read_jsonl(path)
+
+
+def test_jsonl_written_whole_has_no_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b'{"id": "a"}\n{"id": "b"}')  # no final newline: fine for a whole file
+    assert read_jsonl(path, whole=True) == [{"id": "a"}, {"id": "b"}]
+    path.write_bytes(b'{"id": "a"}\n{"id": ')
+    with pytest.raises(DataError, match=r"p\.jsonl:2: invalid JSON"):
+        read_jsonl(path, whole=True)
 
 
 def test_jsonl_validate_rejects_wrong_shape(tmp_path: Path) -> None:

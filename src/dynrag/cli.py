@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
@@ -14,6 +12,8 @@ import typer
 from rich.console import Console
 
 from dynrag.errors import DynragError
+from dynrag.methods.registry import METHODS
+from dynrag.retrieval.factory import RETRIEVERS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Dynamic retrieval-augmented generation.")
 console = Console()
@@ -46,19 +46,6 @@ def _load_lm_with_status(spec: str):
 
     with err_console.status(f"loading model {spec} ..."):
         return load_lm(spec)
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False, indent=2)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 @app.command()
@@ -95,51 +82,63 @@ def index(
 @app.command()
 def ask(
     question: str = typer.Argument(..., help="The question to answer."),
-    index_dir: Optional[Path] = typer.Option(None, "--index", help="BM25 index directory (dynrag index)."),
-    method: str = typer.Option("single", "--method", help="Answering method."),
-    model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+    config: Optional[Path] = typer.Option(
+        None, "--config", help="A run configuration (YAML, docs/evaluation.md); flags given here override its keys."
+    ),
+    index_dir: Optional[Path] = typer.Option(None, "--index", help="Index directory (dynrag index)."),
+    method: Optional[str] = typer.Option(None, "--method", help=f"Answering method: {METHODS.choices()} (default single)."),
+    model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
     option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
     preset: Optional[str] = typer.Option(
-        None, "--preset", help="Retrieval-chain preset of `single`: balanced | best (same as --option preset=NAME)."
+        None, "--preset", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
     ),
     retriever: Optional[str] = typer.Option(
         None, "--retriever",
-        help="bm25 | dense | hybrid | milvus over --index (dense parts are built into it on first use). "
+        help=f"{RETRIEVERS.choices()} over --index (dense parts are built into it on first use). "
         "Default: bm25, or hybrid with --preset balanced|best.",
     ),
     retriever_option: list[str] = typer.Option(
         [], "--retriever-option", help="Retriever option KEY=VALUE (repeatable), e.g. alpha=0.3 for hybrid."
     ),
-    exemplars: str = typer.Option("default", "--exemplars", help="Few-shot exemplar style (dataset name)."),
+    exemplars: Optional[str] = typer.Option(None, "--exemplars", help="Few-shot exemplar style (dataset name; default: default)."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write the full trace JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace JSON instead of the rendering."),
 ) -> None:
     """Answer one question with a method over an index."""
     with user_errors():
+        from dynrag.config import load_run_config
+        from dynrag.methods.chain import preset_retriever
         from dynrag.methods.prompting import PromptBuilder
-        from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_option_pairs, parse_options
+        from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_options
         from dynrag.render import render_answer
-        from dynrag.retrieval.factory import open_retriever, resolve_retriever, with_numpy_bm25
+        from dynrag.retrieval.factory import given_options, open_retriever, with_numpy_bm25
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
-        options = parse_options(method, parse_option_pairs(option, preset))  # fail before loading anything
-        builder = PromptBuilder.for_dataset(exemplars)
-        if index_dir is None and method not in NO_RETRIEVAL:
-            raise DynragError(f"method {method!r} retrieves: pass --index DIR (build one with `dynrag index`)")
-        if method in NO_RETRIEVAL and (retriever or retriever_option):
-            raise DynragError(f"--retriever/--retriever-option: method {method!r} does not retrieve")
+        flags = dict(index=index_dir, method=method, model=model, retriever=retriever, exemplars=exemplars)
+        pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
+        run = load_run_config(config, flags, pairs, retriever_option)
+        method_name = run.method or "single"
+        options = parse_options(method_name, run.options)  # fail before loading anything
+        builder = PromptBuilder.for_dataset(run.exemplars or "default")
+        if run.index is None and method_name not in NO_RETRIEVAL:
+            raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
+        if method_name in NO_RETRIEVAL and (run.retriever or run.retriever_options):
+            raise DynragError(f"--retriever/--retriever-option: method {method_name!r} does not retrieve")
         searcher = None
-        if index_dir is not None and method not in NO_RETRIEVAL:
-            name, searcher_options = resolve_retriever(retriever, retriever_option, options.model_dump())
+        if run.index is not None and method_name not in NO_RETRIEVAL:
+            name = run.retriever or preset_retriever(options)
+            searcher_options = given_options(name, run.retriever_options, "--retriever-option")
             searcher = open_retriever(
-                name, index_dir, with_numpy_bm25(name, searcher_options), work_dir=index_dir, progress=True
+                name, run.index, with_numpy_bm25(name, searcher_options), work_dir=run.index, progress=True
             )
-        lm = _load_lm_with_status(model)
-        answer = build_method(method, lm, searcher, options, builder).answer(question)
+        lm = _load_lm_with_status(run.model)
+        answer = build_method(method_name, lm, searcher, options, builder).answer(question)
         data = answer.to_dict()
         if trace is not None:
-            write_json_atomic(trace, data)
+            from dynrag.io import atomic_write_json
+
+            atomic_write_json(trace, data)
         if as_json:
             sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
         else:
@@ -162,7 +161,7 @@ def _register_subcommands() -> None:
     """Command groups that live in their own modules add themselves to the app here."""
     import importlib
 
-    for module in ("dynrag.eval.cli", "dynrag.retrieval.cli", "dynrag.deeprag.cli"):
+    for module in ("dynrag.eval.cli", "dynrag.deeprag.cli"):
         try:
             importlib.import_module(module).register(app, user_errors)
         except ModuleNotFoundError as exc:

@@ -1,7 +1,8 @@
 """Crash-safe file operations every package shares (floor 0: imports nothing of dynrag but errors).
 
-- ``atomic_write_bytes/text/json``: write a temporary sibling, fsync it, rename it over the target,
-  fsync the directory. A crash leaves the old file or the new one, never a mix.
+- ``atomic_write_bytes/text/json`` (and ``atomic_file`` to stream into): write a temporary
+  sibling, fsync it, rename it over the target, fsync the directory. A crash leaves the old file
+  or the new one, never a mix.
 - ``atomic_directory``: build a directory in a temporary sibling ``.NAME.build-PID-XXXX`` and swap it
   into place only when complete (the old one is moved aside first and deleted afterwards); an error
   removes the half-built directory. Builds left behind by killed processes are removed at the next
@@ -25,7 +26,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from dynrag.errors import DataError, DynragError
 
@@ -34,6 +35,7 @@ __all__ = [
     "JsonlAppender",
     "LockedError",
     "atomic_directory",
+    "atomic_file",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
@@ -82,14 +84,19 @@ def fsync_tree(directory: str | Path) -> None:
         fsync_dir(root)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (temp file, fsync, rename, fsync dir)."""
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file to stream into; on success it replaces ``path`` atomically and durably.
+
+    For content too large to hold in memory (joined model weights); an error leaves ``path`` as
+    it was and removes the temporary file.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -97,6 +104,12 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
     fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (temp file, fsync, rename, fsync dir)."""
+    with atomic_file(path) as f:
+        f.write(data)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -245,13 +258,16 @@ def read_jsonl(
     *,
     repair: bool = False,
     validate: Callable[[Any], str | None] | None = None,
+    whole: bool = False,
 ) -> list[Any]:
     """The records of a JSONL file ([] when it does not exist).
 
     A last line without its newline, or one that does not decode, is a write cut short by a crash:
     it is dropped, and with ``repair`` truncated from the file so the next append starts clean.
     A bad line anywhere else is a ``DataError`` naming the file and line. ``validate(record)``
-    returns an error message for a record of the wrong shape (treated as a bad line).
+    returns an error message for a record of the wrong shape (treated as a bad line). ``whole``:
+    the file is written in one piece (atomically, never appended to), so a bad last line is an
+    error too, and a missing final newline is accepted.
     """
     path = Path(path)
     try:
@@ -273,7 +289,7 @@ def read_jsonl(
         if raw.strip():
             problem = None
             record = None
-            if nl < 0:
+            if nl < 0 and not whole:
                 problem = "line not terminated"
             else:
                 try:
@@ -283,7 +299,7 @@ def read_jsonl(
                 if problem is None and validate is not None:
                     problem = validate(record)
             if problem is not None:
-                if is_last:
+                if is_last and not whole:
                     break  # torn last write: drop it
                 raise DataError(str(path), problem, line_no)
             records.append(record)

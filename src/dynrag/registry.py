@@ -107,9 +107,12 @@ class Registry(Generic[T]):
         except KeyError:
             raise ConfigError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self._entries)}") from None
 
-    def parse_options(self, name: str, values: Mapping[str, Any] | None = None) -> Options:
+    def parse_options(self, name: str, values: Mapping[str, Any] | None = None, *, flag: str | None = None) -> Options:
+        """``values`` validated into the entry's options; errors name ``flag`` (the command-line
+        flag or config key they came from) when given, the entry, the key and the valid keys."""
         entry = self.get(name)
-        return parse_model(entry.options, dict(values or {}), f"{self.kind} {name!r}")
+        where = f"{self.kind} {name!r}" if flag is None else f"{flag}: {self.kind} {name!r}"
+        return parse_model(entry.options, dict(values or {}), where)
 
     def open(self, name: str, options: Mapping[str, Any] | Options | None = None, *args: Any, **kwargs: Any) -> T:
         """Validate ``options`` (unless already the entry's model) and call the opener."""

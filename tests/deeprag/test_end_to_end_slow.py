@@ -46,7 +46,7 @@ def test_ask_synth_imitation_calibration_eval(tmp_path):
 
     # 3. stage I
     imitation = ok(run_dynrag(["train", "imitation", "--data", str(tmp_path / "synth"), "--out", str(tmp_path / "imi"),
-                               "--max-steps", "2", "--batch-size", "2", "--threads", "2"]))
+                               "--epochs", "2", "--max-steps", "2", "--batch-size", "2", "--threads", "2"]))
     report = json.loads(imitation.stdout)
     assert report["steps"] == 2 and (tmp_path / "imi" / "model.safetensors").exists()
     assert (tmp_path / "imi" / "loss.png").exists() and len((tmp_path / "imi" / "train_log.jsonl").read_text().splitlines()) == 2
@@ -56,7 +56,7 @@ def test_ask_synth_imitation_calibration_eval(tmp_path):
     calibration = ok(run_dynrag(["train", "calibration", "--model", f"hf:{tmp_path / 'imi'}", "--dataset", "2wikimultihopqa",
                                  "--data", str(stage_two), "--teacher", "dataset", "--k", "1", "--max-nodes", "8",
                                  "--shots", "4", "--heldout", "0",
-                                 "--max-steps", "2", "--batch-size", "2", "--lr", "1e-6", "--threads", "2",
+                                 "--epochs", "2", "--max-steps", "2", "--batch-size", "2", "--lr", "1e-6", "--threads", "2",
                                  "--out", str(tmp_path / "coc")]))
     report = json.loads(calibration.stdout)
     assert report["stage"] == "calibration" and report["pairs"]["train"] >= 1

@@ -15,7 +15,7 @@ from dynrag.eval.rundir import read_predictions
 from dynrag.eval.runner import EvalRequest, resolve_config, run_eval
 from dynrag.eval.summary import METRIC_KEYS, summarize
 from tests.eval import fixtures as fx
-from tests.eval.fakes import factory
+from tests.fakes import method_factory
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def test_full_run_writes_all_files_and_summary_recomputes(tmp_path):
     rows, answers = rows_and_answers(6)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
     built = []
-    summary = run_eval(request(tmp_path, data), method_factory=factory(answers, built=built), progress=False)
+    summary = run_eval(request(tmp_path, data), method_factory=method_factory(answers, built=built), progress=False)
     run = tmp_path / "run"
     assert len(built) == 1  # model/method and index set up once per run
     config = json.loads((run / "config.json").read_text())
@@ -80,7 +80,7 @@ class Crash(Exception):
 
 
 def crashing_factory(answers, after):
-    make = factory(answers)
+    make = method_factory(answers)
 
     def build(config, retriever):
         method = make(config, retriever)
@@ -110,7 +110,7 @@ def test_resume_skips_finished_ids_and_reuses_index(tmp_path, capsys):
     from rich.console import Console
 
     console = Console(record=True, width=200)
-    summary = run_eval(request(tmp_path, data), method_factory=factory(answers, built=built), progress=False, console=console)
+    summary = run_eval(request(tmp_path, data), method_factory=method_factory(answers, built=built), progress=False, console=console)
     assert len(built) == 1 and len(built[0][2].calls) == 3  # only the unfinished questions
     assert [json.loads(l)["id"] for l in lines(tmp_path / "run")] == ["q0", "q1", "q2", "q3", "q4"]
     assert summary["n"] == 5
@@ -120,19 +120,19 @@ def test_resume_skips_finished_ids_and_reuses_index(tmp_path, capsys):
 
     # a finished run: nothing is answered, the method (model) is not even built
     built.clear()
-    again = run_eval(request(tmp_path, data), method_factory=factory(answers, built=built), progress=False)
+    again = run_eval(request(tmp_path, data), method_factory=method_factory(answers, built=built), progress=False)
     assert built == [] and again == summary and len(lines(tmp_path / "run")) == 5
 
 
 def test_truncated_last_line_is_dropped_and_rewritten(tmp_path):
     rows, answers = rows_and_answers(4)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
-    run_eval(request(tmp_path, data, limit=2), method_factory=factory(answers), progress=False)
+    run_eval(request(tmp_path, data, limit=2), method_factory=method_factory(answers), progress=False)
     pred_file = tmp_path / "run" / "predictions.jsonl"
     good = pred_file.read_text().splitlines(keepends=True)
     # a crash mid-write of the second record: its line is cut short
     pred_file.write_text(good[0] + good[1][: len(good[1]) // 2])
-    run_eval(request(tmp_path, data, limit=2), method_factory=factory(answers), progress=False)
+    run_eval(request(tmp_path, data, limit=2), method_factory=method_factory(answers), progress=False)
     ids = [json.loads(l)["id"] for l in lines(tmp_path / "run")]
     assert ids == ["q0", "q1"]
 
@@ -140,41 +140,41 @@ def test_truncated_last_line_is_dropped_and_rewritten(tmp_path):
 def test_corrupt_middle_line_is_an_error(tmp_path):
     rows, answers = rows_and_answers(3)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
-    run_eval(request(tmp_path, data), method_factory=factory(answers), progress=False)
+    run_eval(request(tmp_path, data), method_factory=method_factory(answers), progress=False)
     pred_file = tmp_path / "run" / "predictions.jsonl"
     text = pred_file.read_text().splitlines(keepends=True)
     pred_file.write_text(text[0] + "garbage\n" + "".join(text[1:]))
-    with pytest.raises(DataError, match=r"predictions\.jsonl:2: not a prediction record"):
-        run_eval(request(tmp_path, data), method_factory=factory(answers), progress=False)
+    with pytest.raises(DataError, match=r"predictions\.jsonl:2: invalid JSON"):
+        run_eval(request(tmp_path, data), method_factory=method_factory(answers), progress=False)
 
 
 def test_different_config_is_an_error_naming_the_keys(tmp_path):
     rows, answers = rows_and_answers(3)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
-    run_eval(request(tmp_path, data, limit=2), method_factory=factory(answers), progress=False)
+    run_eval(request(tmp_path, data, limit=2), method_factory=method_factory(answers), progress=False)
     with pytest.raises(ConfigError) as e:
-        run_eval(request(tmp_path, data, limit=3, options={"k": "5"}), method_factory=factory(answers), progress=False)
+        run_eval(request(tmp_path, data, limit=3, options={"k": "5"}), method_factory=method_factory(answers), progress=False)
     msg = str(e.value)
     assert "different config" in msg and "limit: 2 -> 3" in msg and "options:" in msg
     assert "dataset" not in msg
     # the same options spelled differently resolve to the same config: resumes fine
-    run_eval(request(tmp_path, data, limit=2, options={"k": "3"}), method_factory=factory(answers), progress=False)
+    run_eval(request(tmp_path, data, limit=2, options={"k": "3"}), method_factory=method_factory(answers), progress=False)
     # changed data file
     fx.write_jsonl(data, rows[:2])
     with pytest.raises(ConfigError, match="data_sha256"):
-        run_eval(request(tmp_path, data, limit=2), method_factory=factory(answers), progress=False)
+        run_eval(request(tmp_path, data, limit=2), method_factory=method_factory(answers), progress=False)
 
 
 def test_bad_requests_fail_before_any_work(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
     with pytest.raises(ConfigError, match="pass --corpus"):
-        run_eval(request(tmp_path, data, corpus=None), method_factory=factory(), progress=False)
+        run_eval(request(tmp_path, data, corpus=None), method_factory=method_factory(), progress=False)
     with pytest.raises(ConfigError, match="unknown option 'nope'"):
-        run_eval(request(tmp_path, data, options={"nope": "1"}), method_factory=factory(), progress=False)
+        run_eval(request(tmp_path, data, options={"nope": "1"}), method_factory=method_factory(), progress=False)
     with pytest.raises(ConfigError, match="unknown method"):
-        run_eval(request(tmp_path, data, method="nope"), method_factory=factory(), progress=False)
+        run_eval(request(tmp_path, data, method="nope"), method_factory=method_factory(), progress=False)
     with pytest.raises(ConfigError, match="--aliases applies"):
-        run_eval(request(tmp_path, data, aliases=data), method_factory=factory(), progress=False)
+        run_eval(request(tmp_path, data, aliases=data), method_factory=method_factory(), progress=False)
     assert not (tmp_path / "run").exists()
 
 
@@ -183,13 +183,13 @@ def test_direct_run_needs_no_index_and_baseline_adds_boundary_figures(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
     built = []
     direct = run_eval(request(tmp_path, data, method="direct", corpus="contexts", out=tmp_path / "direct"),
-                      method_factory=factory(answers, built=built), progress=False)
+                      method_factory=method_factory(answers, built=built), progress=False)
     assert built[0][1] is None and not (tmp_path / "direct" / "contexts-index").exists()
     assert json.loads((tmp_path / "direct" / "config.json").read_text())["corpus"] is None
     assert direct["retrievals_per_question"] == 0.0 and direct["em"] == 0.5
     # the fake single run retrieves on every question: it never predicts the positive class
     # ("did not retrieve"), so F1 is 0; the 2 right direct answers are its false negatives
-    single = run_eval(request(tmp_path, data, baseline=tmp_path / "direct"), method_factory=factory(answers), progress=False)
+    single = run_eval(request(tmp_path, data, baseline=tmp_path / "direct"), method_factory=method_factory(answers), progress=False)
     kb = single["knowledge_boundary"]
     assert (kb["tp"], kb["fp"], kb["fn"], kb["tn"]) == (0, 0, 2, 2)
     assert kb["f1"] == 0.0 and kb["accuracy"] == 0.5 and kb["mcc"] == 0.0 and kb["baseline_method"] == "direct"
@@ -199,7 +199,7 @@ def test_direct_run_needs_no_index_and_baseline_adds_boundary_figures(tmp_path):
 def test_yes_no_dataset_reports_accuracy(tmp_path):
     data = fx.write_json(tmp_path / "s.json", fx.STRATEGY)
     answers = {fx.STRATEGY[0]["question"]: "Yes, it was", fx.STRATEGY[1]["question"]: "Yes"}
-    summary = run_eval(request(tmp_path, data, dataset="strategyqa"), method_factory=factory(answers), progress=False)
+    summary = run_eval(request(tmp_path, data, dataset="strategyqa"), method_factory=method_factory(answers), progress=False)
     assert summary["accuracy"] == 0.5 and summary["em"] == 0.5
     preds = read_predictions(tmp_path / "run")
     assert preds[0]["scored_answer"] == "yes"
@@ -211,9 +211,9 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 from dynrag.eval.runner import EvalRequest, resolve_config, run_eval
-from tests.eval.fakes import factory
+from tests.fakes import method_factory
 req = EvalRequest(dataset="jsonl", data=Path({data!r}), method="single", out=Path({out!r}), corpus="contexts")
-run_eval(req, method_factory=factory({{}}, sleep=0.2), progress=False)
+run_eval(req, method_factory=method_factory({{}}, sleep=0.2), progress=False)
 """
 
 
@@ -245,7 +245,7 @@ def test_sigkill_mid_run_then_rerun_answers_every_question_once(tmp_path):
     # same request again, in-process this time, to completion
     req = EvalRequest(dataset="jsonl", data=data, method="single", out=out, corpus="contexts")
     built = []
-    summary = run_eval(req, method_factory=factory({}, built=built), progress=False)
+    summary = run_eval(req, method_factory=method_factory({}, built=built), progress=False)
     ids = [json.loads(l)["id"] for l in lines(out)]
     assert sorted(ids) == sorted(f"q{i}" for i in range(12)) and len(ids) == len(set(ids)) == 12
     assert ids[: len(partial)] == partial
@@ -262,7 +262,7 @@ def test_corpus_dir_uses_a_built_index_and_matches_support_by_content(tmp_path):
     passages = [Passage(f"p{i}", f"Mill {i}", "  " + r["contexts"][0]["text"].replace(" ", "  ")) for i, r in enumerate(rows)]
     passages.append(Passage("noise", "Noise", "Nothing about mills here."))
     BM25Index.build(passages, tmp_path / "index", progress=False)
-    summary = run_eval(request(tmp_path, data, corpus=str(tmp_path / "index")), method_factory=factory(), progress=False)
+    summary = run_eval(request(tmp_path, data, corpus=str(tmp_path / "index")), method_factory=method_factory(), progress=False)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["corpus"] == str((tmp_path / "index").resolve()) and len(config["corpus_sha256"]) == 64
     assert not (tmp_path / "run" / "contexts-index").exists()
@@ -280,7 +280,7 @@ def test_retriever_choice_is_recorded_and_used(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
     built = []
     run_eval(request(tmp_path, data, retriever="dense", retriever_options=["batch_size=8"]),
-             method_factory=factory(answers, built=built), progress=False)
+             method_factory=method_factory(answers, built=built), progress=False)
     config, retriever, method = built[0]
     assert isinstance(retriever, DenseIndex)
     assert (config["retriever"], config["retriever_options"]) == ("dense", {"batch_size": 8})
@@ -289,7 +289,7 @@ def test_retriever_choice_is_recorded_and_used(tmp_path):
     records = [json.loads(line) for line in lines(tmp_path / "run")]
     assert all(r["retrievals"] == 1 for r in records)
     with pytest.raises(ConfigError, match=r"retriever: \"dense\" -> \"bm25\""):
-        run_eval(request(tmp_path, data), method_factory=factory(answers), progress=False)
+        run_eval(request(tmp_path, data), method_factory=method_factory(answers), progress=False)
 
 
 def test_preset_balanced_defaults_to_hybrid_and_old_runs_resume_as_bm25(tmp_path):
@@ -298,21 +298,21 @@ def test_preset_balanced_defaults_to_hybrid_and_old_runs_resume_as_bm25(tmp_path
     config = resolve_config(request(tmp_path, data, options={"preset": "balanced"}))
     assert (config["retriever"], config["retriever_options"]) == ("hybrid", {})
     # a run directory written before the retriever was recorded resumes as the bm25 run it was
-    run_eval(request(tmp_path, data, limit=1), method_factory=factory(answers), progress=False)
+    run_eval(request(tmp_path, data, limit=1), method_factory=method_factory(answers), progress=False)
     cfg_path = tmp_path / "run" / "config.json"
     old = json.loads(cfg_path.read_text())
     del old["retriever"], old["retriever_options"]
     cfg_path.write_text(json.dumps(old))
-    resumed = run_eval(request(tmp_path, data, limit=1), method_factory=factory(answers), progress=False)
+    resumed = run_eval(request(tmp_path, data, limit=1), method_factory=method_factory(answers), progress=False)
     assert resumed["n"] == 1
     with pytest.raises(ConfigError, match="retriever"):
-        run_eval(request(tmp_path, data, limit=1, retriever="dense"), method_factory=factory(answers), progress=False)
+        run_eval(request(tmp_path, data, limit=1, retriever="dense"), method_factory=method_factory(answers), progress=False)
 
 
 def test_retriever_flags_on_a_method_that_does_not_retrieve_are_an_error(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
     with pytest.raises(ConfigError, match="method 'direct' does not retrieve"):
-        run_eval(request(tmp_path, data, method="direct", retriever="dense"), method_factory=factory(), progress=False)
-    with pytest.raises(ConfigError, match=r"--retriever-option alpha: not an option of retriever 'bm25'"):
-        run_eval(request(tmp_path, data, retriever_options=["alpha=0.3"]), method_factory=factory(), progress=False)
+        run_eval(request(tmp_path, data, method="direct", retriever="dense"), method_factory=method_factory(), progress=False)
+    with pytest.raises(ConfigError, match=r"--retriever-option: retriever 'bm25': unknown option 'alpha'"):
+        run_eval(request(tmp_path, data, retriever_options=["alpha=0.3"]), method_factory=method_factory(), progress=False)
     assert not (tmp_path / "run").exists()

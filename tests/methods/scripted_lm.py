@@ -20,9 +20,10 @@ class ScriptedLM:
                  scores: Callable[[str, Sequence[str]], Sequence[float]] | None = None):
         self.reply, self.name = reply, name
         self.prompts: list[str] = []
-        if scores is not None:
+        if scores is not None:  # the capability exists only then
             self.scores = scores
-            self.next_token_logprobs = self._next_token_logprobs  # the capability exists only then
+            self.next_token_logprobs = self._next_token_logprobs
+            self.capabilities = Capabilities(attention=False, logprobs=True, next_token_logprobs=True)
 
     def _next_token_logprobs(self, prompt, candidates):
         text = Prompt.of(prompt).text

@@ -113,8 +113,8 @@ def test_margin_formula_and_threshold():
 
 def test_margin_mode_needs_a_backend_that_scores_next_tokens(index):
     lm = scripted(["retrieve"])
-    with pytest.raises(ConfigError, match="next-token log-probabilities"):
-        build_method("deeprag", lm, index, {"decision": "margin"}).answer(QUESTION)
+    with pytest.raises(ConfigError, match="deeprag with decision=margin needs next-token probabilities .*use decision=generate"):
+        build_method("deeprag", lm, index, {"decision": "margin"})  # refused when built, before any question
 
 
 def test_step_limit_ends_the_narrative_and_asks_for_the_final_answer(index):

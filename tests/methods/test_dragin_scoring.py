@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dynrag.methods.dragin import (
+from dynrag.methods.dragin.scoring import (
     first_trigger,
     qfs_select,
     reference_attention_weights,

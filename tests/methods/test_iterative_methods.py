@@ -7,10 +7,13 @@ import torch
 from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError
 from dynrag.lm.hf import HFLanguageModel
+from dynrag.classify.query import QueryDecision
+from dynrag.methods.chain import RetrievalChain
 from dynrag.methods.flare import masked_query
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.registry import build_method, parse_options
 from dynrag.retrieval.bm25 import BM25Index
+from tests.fakes import HashEmbedder
 from tests.tiny_models import tiny_llama, tiny_tokenizer
 
 QUESTION = "who built the bridge of the town ?"
@@ -36,7 +39,7 @@ def index(tmp_path_factory):
     ]
     out = tmp_path_factory.mktemp("idx") / "index"
     BM25Index.build([Passage(f"p{i}", f"title {i}", t) for i, t in enumerate(texts)], out, progress=False)
-    return BM25Index.load(out)
+    return BM25Index.load(out, backend="numpy")  # numba's JIT would cost seconds per test run
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +126,79 @@ def test_bad_option_value_names_the_key():
     with pytest.raises(ConfigError) as err:
         parse_options("dragin", {"variant": "fancy"})
     assert "variant" in str(err.value)
+
+
+# ---- the retrieval chain on every retrieval ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name, options", [
+    ("fixed_length", {"n": 4, "max_new_tokens": 16, "max_retrievals": 3}),
+    ("dragin", {"theta": 0.0, "max_new_tokens": 24, "max_retrievals": 2}),
+    ("flare", {"theta": 1.0, "max_new_tokens": 16, "max_retrievals": 2}),
+])
+def test_every_retrieval_goes_through_the_chain(lm, index, builder, name, options):
+    plain = run(name, lm, index, builder, **options)
+    method = build_method(name, lm, index, {**options, "repack": "reverse", "rerank": "embedding", "k": 2}, builder)
+    method.chain = RetrievalChain(lm, index, method.options, embedder=HashEmbedder())
+    chained = method.answer(QUESTION)
+    assert plain.trace.retrievals and chained.trace.retrievals
+    searched = [r for r in chained.trace.retrievals if r.query]
+    steps = [s for s in chained.trace.steps if s.kind in ("rerank", "repack")]
+    assert [s.kind for s in steps] == ["rerank", "repack"] * len(searched)
+    for retrieval, rerank, repack in zip(searched, steps[0::2], steps[1::2]):
+        assert "reranked by embedding" in retrieval.reason and "reverse order" in retrieval.reason
+        assert [h.id for h in retrieval.hits] == repack.details["ids"] == rerank.details["kept"][::-1]
+        assert len(rerank.details["candidates"]) == len(index.search(retrieval.query, 10))
+
+
+class NoRetrievalNeeded:
+    def __init__(self):
+        self.asked = []
+
+    def decide(self, question, threshold=0.5):
+        self.asked.append(question)
+        return QueryDecision(needs_retrieval=False, probability=0.1, threshold=threshold)
+
+
+@pytest.mark.parametrize("name", ["fixed_length", "fixed_sentence", "flare", "dragin"])
+def test_query_classification_decides_once_before_generation(lm, index, builder, name):
+    method = build_method(name, lm, index, {"classify": True, "theta": 0.0, "max_new_tokens": 12}
+                          if name in ("flare", "dragin") else {"classify": True, "max_new_tokens": 12}, builder)
+    classifier = NoRetrievalNeeded()
+    method.chain = RetrievalChain(lm, index, method.options, classifier=classifier)
+    answer = method.answer(QUESTION)
+    assert classifier.asked == [QUESTION]
+    assert answer.trace.steps[0].kind == "classify" and answer.trace.retrievals == []
+    assert answer.trace.steps[0].details["decision"] == "answer directly"
+
+
+def test_the_preset_sets_the_chain_of_an_iterative_method():
+    options = parse_options("dragin", {"preset": "balanced"})
+    assert (options.classify, options.rerank, options.repack, options.compress) == (True, "embedding", "reverse", "extractive")
+    assert parse_options("fixed_length", {"preset": "balanced", "repack": "sides"}).repack == "sides"
+
+
+def test_ask_dragin_with_the_balanced_preset_applies_the_chain_to_each_retrieval(lm, index, tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    import dynrag.cli as cli
+
+    monkeypatch.setattr(cli, "_load_lm_with_status", lambda spec: lm)
+    load = BM25Index.load.__func__  # numpy search: numba's JIT would cost seconds here
+    monkeypatch.setattr(BM25Index, "load", classmethod(lambda cls, d, *a, **k: load(cls, d, *a, **{**k, "backend": "numpy"})))
+    index_dir = tmp_path / "idx"
+    BM25Index.build([index.passage(i) for i in range(len(index))], index_dir, progress=False)
+    # the classifier's "answer directly" would leave nothing to check: keep it, but below its threshold
+    args = ["ask", QUESTION, "--index", str(index_dir), "--method", "dragin", "--preset", "balanced",
+            "--option", "theta=0", "--option", "max_new_tokens=16", "--option", "classify_threshold=0", "--json"]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["options"]["preset"] == "balanced" and data["options"]["rerank"] == "embedding"
+    kinds = [s["kind"] for s in data["steps"]]
+    assert kinds[0] == "classify" and kinds.count("classify") == 1
+    assert data["retrievals"] and kinds.count("rerank") == kinds.count("compress") == len(data["retrievals"])
+    assert all("reranked by embedding" in r["reason"] for r in data["retrievals"])
+    assert (index_dir / "dense" / "vectors.npy").is_file()  # the preset's hybrid retriever

@@ -11,8 +11,8 @@ from bm25s.tokenization import Tokenizer
 from dynrag.corpus import Passage
 from dynrag.errors import DynragError, IndexError_
 from dynrag.retrieval import BM25Index, Hit, Retriever
-from dynrag.retrieval import bm25 as bm25_module
-from dynrag.retrieval.bm25 import _Tokenizer
+from dynrag.retrieval import bm25_build
+from dynrag.retrieval.tokenizer import BM25Tokenizer
 from dynrag.text.chunking import parse_chunk_spec
 
 CORPUS = [
@@ -118,7 +118,7 @@ def test_manifest_and_files(index, index_dir):
 
 def test_tokens_and_scores_match_bm25s(tmp_path, monkeypatch):
     # The index computes bm25s's score matrix itself, batch by batch; it must equal bm25s's own.
-    monkeypatch.setattr(bm25_module, "_BATCH_PASSAGES", 7)  # several batches and posting runs
+    monkeypatch.setattr(bm25_build, "_BATCH_PASSAGES", 7)  # several batches and posting runs
     extra = [
         Passage(str(i), f"T{i}", f"Word{i % 3} repeated repeated, A. b c's_x {i}-{i} naïve café")
         for i in range(30)
@@ -130,7 +130,7 @@ def test_tokens_and_scores_match_bm25s(tmp_path, monkeypatch):
     raw = bm25s.BM25()
     raw.index((ids, tok.stem_to_sid), show_progress=False)
 
-    mine = _Tokenizer(None, grow=True)
+    mine = BM25Tokenizer(None, grow=True)
     flat, lengths = mine.corpus_batch(texts)
     assert mine.stem_to_id == tok.stem_to_sid
     assert [a.tolist() for a in np.split(flat, np.cumsum(lengths)[:-1])] == ids

@@ -4,13 +4,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynrag.corpus import Passage
 from dynrag.errors import DynragError, IndexError_
 from dynrag.retrieval import BM25Index, Hit, Retriever
 from dynrag.retrieval import dense as dense_module
-from dynrag.retrieval.dense import DenseIndex, exact_top_k, has_dense
+from dynrag.retrieval import vectors as vectors_module
+from dynrag.retrieval.dense import DenseIndex, exact_top_k
 from dynrag.retrieval.hybrid import HybridRetriever
 from tests.retrieval.conftest import CORPUS, HashEmbedder
+
+
+def has_dense(index_dir: Path) -> bool:
+    return (index_dir / "dense" / "vectors.npy").exists()
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +79,23 @@ def test_streaming_build_in_many_batches(tmp_path, monkeypatch, hash_embedder):
         assert idx.search("capital Germany Berlin", k=1)[0].id == "berlin"
 
 
+def test_a_store_without_fields_from_an_older_build_still_searches(tmp_path, hash_embedder):
+    # Standalone dense indexes written before the passage store was shared have no fields.npy.
+    DenseIndex.build(CORPUS, tmp_path / "d", hash_embedder, progress=False)
+    with DenseIndex.load(tmp_path / "d", hash_embedder) as idx:
+        expected = idx.search_batch(["capital Germany", "hello back slash"], 3)
+    (tmp_path / "d" / "fields.npy").unlink()
+    with DenseIndex.load(tmp_path / "d", hash_embedder) as idx:
+        assert idx.search_batch(["capital Germany", "hello back slash"], 3) == expected
+
+
 def test_exact_top_k_matches_brute_force_across_blocks(monkeypatch):
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((103, 8)).astype(np.float32)
     vectors[7] = vectors[50]  # a tie: the lower row comes first
     queries = rng.standard_normal((5, 8)).astype(np.float32)
     queries[0] = vectors[50]
-    monkeypatch.setattr(dense_module, "_SEARCH_BLOCK", 10)
+    monkeypatch.setattr(vectors_module, "_SEARCH_BLOCK", 10)
     rows, scores = exact_top_k(vectors, queries, 12)
     full = queries @ vectors.T
     for qi in range(5):
@@ -109,9 +123,8 @@ def test_alongside_a_bm25_index_and_hybrid_from_one_dir(tmp_path, hash_embedder)
     # The BM25 index is unaffected by its dense part.
     with BM25Index.load(out, backend="numpy") as bm25:
         assert bm25.search("drummer", k=1)[0].id == "peart"
-    hybrid = HybridRetriever.open(out, embedder=hash_embedder, bm25_backend="numpy")
-    assert hybrid.search("Berlin capital of Germany", k=1)[0].id == "berlin"
-    hybrid.close()
+    with HybridRetriever(BM25Index.load(out, backend="numpy"), DenseIndex.load(out, hash_embedder)) as hybrid:
+        assert hybrid.search("Berlin capital of Germany", k=1)[0].id == "berlin"
 
 
 def test_stale_dense_part_is_refused(tmp_path, hash_embedder):
@@ -199,7 +212,7 @@ def test_faiss_backend_matches_numpy(tmp_path, hash_embedder):
 
 def test_faiss_backend_missing_is_a_clear_error(tmp_path, hash_embedder, monkeypatch):
     DenseIndex.build(CORPUS, tmp_path / "d", hash_embedder, progress=False)
-    monkeypatch.setattr(dense_module, "_faiss_available", lambda: False)
+    monkeypatch.setattr(dense_module, "faiss_available", lambda: False)
     with pytest.raises(DynragError, match="faiss is not installed"):
         DenseIndex.load(tmp_path / "d", hash_embedder, backend="faiss")
     with DenseIndex.load(tmp_path / "d", hash_embedder) as idx:

@@ -1,28 +1,57 @@
 """Choosing a retriever by name: option parsing, the preset default and the numpy BM25 default."""
 
+from pathlib import Path
+
 import pytest
 
 from dynrag.errors import ConfigError
-from dynrag.retrieval.factory import parse_retriever_options, resolve_retriever, with_numpy_bm25
+from dynrag.methods.chain import ChainOptions, preset_retriever
+from dynrag.retrieval.factory import RETRIEVERS, open_retriever, option_help, parse_retriever_options, with_numpy_bm25
+from dynrag.retrieval.hybrid import DEFAULT_ALPHA
 
 
 def test_parse_options_names_the_flag_it_came_from():
-    with pytest.raises(ConfigError, match=r"--retriever-option alpha: not an option of retriever 'bm25'"):
+    with pytest.raises(ConfigError, match=r"--retriever-option: retriever 'bm25': unknown option 'alpha'; valid options: backend"):
         parse_retriever_options("bm25", ["alpha=0.3"], flag="--retriever-option")
     with pytest.raises(ConfigError, match=r"choose one of: bm25, dense, hybrid, milvus"):
         parse_retriever_options("sparse", [])
 
 
-def test_resolve_retriever_default_preset_and_explicit_choice():
-    assert resolve_retriever(None, [], {}) == ("bm25", {})
-    assert resolve_retriever(None, [], {"preset": "none"}) == ("bm25", {})
+def test_parse_options_types_values_and_keeps_only_those_given():
+    assert parse_retriever_options("hybrid", ["alpha=0.5", "fusion=rrf", "candidates=20"]) == {
+        "alpha": 0.5, "fusion": "rrf", "candidates": 20,
+    }
+    assert parse_retriever_options("milvus", ["mode=bm25", "uri=/tmp/x.db"]) == {"mode": "bm25", "uri": "/tmp/x.db"}
+    assert parse_retriever_options("dense", ["batch-size=8"]) == {"batch_size": 8}
+    with pytest.raises(ConfigError, match="retriever 'bm25': unknown option 'alpha'"):
+        parse_retriever_options("bm25", ["alpha=0.3"])
+    with pytest.raises(ConfigError, match=r"retriever 'hybrid': option 'alpha': Input should be a valid number.*got 'high'"):
+        parse_retriever_options("hybrid", ["alpha=high"])
+    with pytest.raises(ConfigError, match=r"retriever 'hybrid': option 'fusion'.*'minmax' or 'rrf'"):
+        parse_retriever_options("hybrid", ["fusion=mean"])
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_retriever_options("hybrid", ["alpha"])
+    with pytest.raises(ConfigError, match="unknown retriever"):
+        parse_retriever_options("sparse", [])
+
+
+def test_the_registry_lists_every_retriever_with_typed_options():
+    assert RETRIEVERS.names() == ["bm25", "dense", "hybrid", "milvus"]
+    assert RETRIEVERS.parse_options("hybrid", {}).alpha == DEFAULT_ALPHA == 0.3
+    help_text = option_help()
+    assert "hybrid: " in help_text and "alpha (0.3)" in help_text and "milvus: " in help_text
+    with pytest.raises(ConfigError, match="retriever 'bm25' searches an index directory"):
+        open_retriever("bm25", None, {}, work_dir=Path("."))
+
+
+def test_preset_retriever_default():
+    assert preset_retriever({}) == "bm25"
+    assert preset_retriever({"preset": "none"}) == "bm25"
     # the paper's balanced and best configurations both search with Hybrid
-    assert resolve_retriever(None, [], {"preset": "balanced"}) == ("hybrid", {})
-    assert resolve_retriever(None, ["alpha=0.7"], {"preset": "best"}) == ("hybrid", {"alpha": 0.7})
-    # an explicit choice wins over the preset's
-    assert resolve_retriever("dense", ["batch_size=8"], {"preset": "balanced"}) == ("dense", {"batch_size": 8})
-    with pytest.raises(ConfigError, match=r"--retriever-option 'alpha=x': alpha must be a float"):
-        resolve_retriever(None, ["alpha=x"], {"preset": "balanced"})
+    assert preset_retriever({"preset": "balanced"}) == "hybrid"
+    assert preset_retriever(ChainOptions(preset="best")) == "hybrid"
+    with pytest.raises(ConfigError, match=r"--retriever-option: retriever 'hybrid': option 'alpha'"):
+        parse_retriever_options(preset_retriever({"preset": "balanced"}), ["alpha=x"], flag="--retriever-option")
 
 
 def test_with_numpy_bm25_keeps_a_users_backend():

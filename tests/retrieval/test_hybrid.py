@@ -5,6 +5,7 @@ from dynrag.errors import ConfigError
 from dynrag.retrieval import BM25Index, Hit, Retriever
 from dynrag.retrieval.dense import DenseIndex
 from dynrag.retrieval.hybrid import HybridRetriever, fuse, hybrid_scores, minmax, rrf
+from tests.fakes import FakeRetriever
 from tests.retrieval.conftest import CORPUS
 
 
@@ -63,22 +64,9 @@ def test_fuse_orders_and_keeps_passages():
         fuse(sparse, dense, 2, fusion="max")  # type: ignore[arg-type]
 
 
-class ListRetriever:
-    def __init__(self, hits: list[Hit]):
-        self.hits = hits
-        self.asked: list[int] = []
-
-    def search(self, query, k):
-        return self.search_batch([query], k)[0]
-
-    def search_batch(self, queries, k):
-        self.asked.append(k)
-        return [self.hits[:k] for _ in queries]
-
-
 def test_hybrid_retriever_asks_for_candidates():
-    bm25 = ListRetriever([h("a", 10.0), h("b", 6.0), h("c", 2.0)])
-    dense = ListRetriever([h("b", 0.9), h("a", 0.7), h("d", 0.5)])
+    bm25 = FakeRetriever([h("a", 10.0), h("b", 6.0), h("c", 2.0)])
+    dense = FakeRetriever([h("b", 0.9), h("a", 0.7), h("d", 0.5)])
     hyb = HybridRetriever(bm25, dense, candidates=3)
     assert isinstance(hyb, Retriever)
     assert [x.id for x in hyb.search("q", 2)] == ["b", "a"]
@@ -95,7 +83,7 @@ def test_hybrid_over_real_bm25_and_real_embedder(tmp_path, embedder):
     out = tmp_path / "idx"
     BM25Index.build(CORPUS, out, progress=False)
     DenseIndex.build_alongside(out, embedder, progress=False)
-    hyb = HybridRetriever.open(out, embedder=embedder, bm25_backend="numpy")
+    hyb = HybridRetriever(BM25Index.load(out, backend="numpy"), DenseIndex.load(out, embedder))
     # BM25 finds nothing for a paraphrase without shared terms; dense carries it.
     assert hyb.bm25.search("percussionist of a group", k=3) == []
     assert hyb.search("percussionist of a group", k=1)[0].id == "peart"

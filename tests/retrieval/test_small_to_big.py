@@ -12,8 +12,16 @@ from dynrag.errors import IndexError_
 from dynrag.retrieval import BM25Index, Hit, Retriever
 from dynrag.retrieval.factory import open_retriever
 from dynrag.retrieval.small_to_big import PARENTS_FILE, SmallToBigRetriever, load_parents
-from dynrag.text.chunking import parse_chunk_spec, small_chunk_parent, small_to_big_corpus
+from dynrag.text.chunking import parse_chunk_spec, small_chunk_parent, small_chunks_keeping_large
+from tests.fakes import FakeRetriever
 from tests.text.test_chunking_strategies import words
+
+
+def split(docs, spec: str) -> tuple[list[Passage], dict[str, Passage]]:
+    """(small chunks, {large id: large chunk}) of ``docs`` chunked by ``spec``."""
+    larges: dict[str, Passage] = {}
+    smalls = list(small_chunks_keeping_large(docs, parse_chunk_spec(spec), lambda p: larges.setdefault(p.id, p)))
+    return smalls, larges
 
 
 def test_small_to_big_retriever_over_real_bm25(tmp_path):
@@ -23,7 +31,7 @@ def test_small_to_big_retriever_over_real_bm25(tmp_path):
         Passage("river", "Rivers", f"{filler} the Rhone flows through Lyon {words(40, 'zz')}"),
         Passage("bridge", "Bridges", f"{words(30, 'qq')} the Velmora bridge spans the Rhone {filler}"),
     ]
-    smalls, larges = small_to_big_corpus(docs, small_size=10, large_size=50, small_overlap=2)
+    smalls, larges = split(docs, "small-to-big:10:50:2")
     BM25Index.build(smalls, tmp_path / "small", progress=False)
     with BM25Index.load(tmp_path / "small", backend="numpy") as small_index:
         s2b = SmallToBigRetriever(small_index, larges, fanout=1)
@@ -40,20 +48,9 @@ def test_small_to_big_retriever_over_real_bm25(tmp_path):
         assert "Velmora" in s2b.search("Velmora bridge", k=1)[0].text
 
 
-class FakeSmall:
-    """Returns many small chunks of one parent before any other parent appears."""
-
-    def __init__(self):
-        self.asked: list[int] = []
-        self.hits = [Hit(f"A/s{i}", "", "", 10.0 - i) for i in range(8)] + [Hit("B/s0", "", "", 1.0)]
-
-    def search_batch(self, queries, k):
-        self.asked.append(k)
-        return [self.hits[:k] for _ in queries]
-
-
 def test_small_to_big_widens_the_search_until_k_parents():
-    small = FakeSmall()
+    # many small chunks of one parent come before any other parent
+    small = FakeRetriever([Hit(f"A/s{i}", "", "", 10.0 - i) for i in range(8)] + [Hit("B/s0", "", "", 1.0)])
     parents = {"A": Passage("A", "TA", "big A"), "B": Passage("B", "TB", "big B")}
     s2b = SmallToBigRetriever(small, parents.get, fanout=2, max_fanout=64)
     hits = s2b.search("q", 2)
@@ -75,7 +72,7 @@ def long_docs():
 def test_an_index_built_small_to_big_keeps_the_large_chunks(tmp_path):
     spec = parse_chunk_spec("small-to-big:10:50:2")
     manifest = BM25Index.build(long_docs(), tmp_path / "idx", progress=False, chunk=spec)
-    smalls, larges = small_to_big_corpus(long_docs(), 10, 50, 2, 2)
+    smalls, larges = split(long_docs(), "small-to-big:10:50:2")
     assert manifest["chunk"] == "small-to-big:10:50:2" and manifest["passage_count"] == len(smalls)
     assert load_parents(tmp_path / "idx") == larges
     with BM25Index.load(tmp_path / "idx", backend="numpy") as index:

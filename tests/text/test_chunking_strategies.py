@@ -7,11 +7,9 @@ from dynrag.errors import ConfigError
 from dynrag.text.chunking import (
     chunk_by_tokens,
     parse_chunk_spec,
-    sliding_window,
     small_chunk_parent,
     small_chunks_keeping_large,
     small_to_big,
-    small_to_big_corpus,
 )
 
 
@@ -19,10 +17,10 @@ def words(n: int, prefix: str = "w") -> str:
     return " ".join(f"{prefix}{i}" for i in range(n))
 
 
-def test_sliding_window_is_token_windows_with_overlap():
+def test_the_sliding_window_strategy_is_token_windows_with_overlap():
     p = Passage("d", "T", words(11))
-    assert sliding_window(p, 4, 1) == chunk_by_tokens(p, 4, 1)
-    assert [c.text for c in sliding_window(p, 5, 2)] == [
+    assert parse_chunk_spec("tokens:5:2").apply(p) == chunk_by_tokens(p, 5, 2)
+    assert [c.text for c in chunk_by_tokens(p, 5, 2)] == [
         "w0 w1 w2 w3 w4", "w3 w4 w5 w6 w7", "w6 w7 w8 w9 w10",
     ]
 
@@ -52,12 +50,6 @@ def test_small_to_big_ids_and_text():
         small_to_big(p, 7, 6)
     with pytest.raises(ValueError):
         small_chunk_parent("doc#0")
-
-
-def test_small_to_big_corpus():
-    smalls, larges = small_to_big_corpus([Passage("a", "", words(5)), Passage("b", "", "tiny")], 2, 4)
-    assert list(larges) == ["a#0", "a#1", "b"]
-    assert [s.id for s in smalls] == ["a#0/s0", "a#0/s1", "a#1/s0", "b/s0"]
 
 
 def test_small_to_big_chunk_spec():

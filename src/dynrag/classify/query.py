@@ -55,7 +55,8 @@ class QueryClassifier:
         metadata = {k: v.item() if v.ndim == 0 else v.tolist() for k, v in arrays.items() if k not in ("W", "b")}
         return cls(arrays["W"], float(np.asarray(arrays["b"]).ravel()[0]), str(arrays["embedding_model"]), embedder, metadata)
 
-    def _embedder(self):
+    def check_embedder(self):
+        """The embedder, loaded on first use and checked to be the one the weights were trained on."""
         if self.embedder is None:
             from dynrag.retrieval.embedder import Embedder
 
@@ -71,7 +72,7 @@ class QueryClassifier:
 
     def probabilities(self, texts: list[str]) -> np.ndarray:
         """p(needs retrieval) for each text."""
-        return predict_proba(self._embedder().encode(texts), self.w, self.b)
+        return predict_proba(self.check_embedder().encode(texts), self.w, self.b)
 
     def decide(self, text: str, threshold: float = 0.5) -> QueryDecision:
         p = float(self.probabilities([text])[0])

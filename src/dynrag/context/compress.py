@@ -22,15 +22,25 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from dynrag.errors import ConfigError
+from dynrag.lm.base import require
 from dynrag.retrieval.base import Hit
 from dynrag.text.sentences import split_sentences
 
-COMPRESSORS = ("none", "extractive", "selective")
+
+
+@runtime_checkable
+class Compressor(Protocol):
+    name: str
+
+    def compress(self, question: str, hits: list[Hit]) -> tuple[list[Hit], dict[str, Any]]:
+        """The hits with only their kept text (hits left empty dropped), and what was done, for
+        the trace: at least ``words_before`` and ``words_after``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -150,7 +160,31 @@ def _details(kind: str, hits: Sequence[Hit], out: Sequence[Hit], units: Sequence
     }
 
 
-class ExtractiveCompressor:
+class SentenceCompressor:
+    """Sentence selection, the shape both compressors share: split the hits into sentences, score
+    them (``scores``), keep some (``select``), rebuild the hits; ``settings`` go into the details."""
+
+    name = "sentences"
+
+    def scores(self, question: str, hits: list[Hit], units: list[Unit]) -> Sequence[float]:
+        raise NotImplementedError
+
+    def select(self, scores: Sequence[float], words: list[int]) -> list[int]:
+        raise NotImplementedError
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def compress(self, question: str, hits: list[Hit]) -> tuple[list[Hit], dict[str, Any]]:
+        units = sentence_units(hits)
+        if not units:
+            return list(hits), _details(self.name, hits, hits, units, [], **self.settings())
+        kept = self.select(self.scores(question, hits, units), [u.words for u in units])
+        out = rebuild(hits, units, kept)
+        return out, _details(self.name, hits, out, units, kept, **self.settings())
+
+
+class ExtractiveCompressor(SentenceCompressor):
     name = "extractive"
 
     def __init__(self, embedder, budget: int = 120):
@@ -158,38 +192,34 @@ class ExtractiveCompressor:
             raise ConfigError(f"compress_budget must be >= 1 word (got {budget})")
         self.embedder, self.budget = embedder, budget
 
-    def compress(self, question: str, hits: list[Hit]) -> tuple[list[Hit], dict[str, Any]]:
-        units = sentence_units(hits)
-        if not units:
-            return list(hits), _details(self.name, hits, hits, units, [], budget=self.budget)
+    def scores(self, question: str, hits: list[Hit], units: list[Unit]) -> Sequence[float]:
         vectors = self.embedder.encode([question] + [u.text for u in units])
-        scores = vectors[1:] @ vectors[0]  # the embedder's vectors are L2-normalised: dot = cosine
-        kept = select_within_budget(scores, [u.words for u in units], self.budget)
-        out = rebuild(hits, units, kept)
-        return out, _details(self.name, hits, out, units, kept, budget=self.budget)
+        return vectors[1:] @ vectors[0]  # the embedder's vectors are L2-normalised: dot = cosine
+
+    def select(self, scores: Sequence[float], words: list[int]) -> list[int]:
+        return select_within_budget(scores, words, self.budget)
+
+    def settings(self) -> dict[str, Any]:
+        return {"budget": self.budget}
 
 
-class SelectiveContextCompressor:
+class SelectiveContextCompressor(SentenceCompressor):
     name = "selective"
 
     def __init__(self, lm, ratio: float = 0.5):
-        if not hasattr(lm, "text_logprobs"):
-            raise ConfigError(
-                f"compress=selective needs token log-probabilities of a text, which model "
-                f"{getattr(lm, 'name', lm)!r} does not give; use compress=extractive"
-            )
+        require(lm, "text_logprobs", needed_by="compress=selective", instead="use compress=extractive")
         if not 0.0 < ratio <= 1.0:
             raise ConfigError(f"compress_ratio must be in (0, 1] (got {ratio})")
         self.lm, self.ratio = lm, ratio
 
-    def compress(self, question: str, hits: list[Hit]) -> tuple[list[Hit], dict[str, Any]]:
-        units = sentence_units(hits)
-        if not units:
-            return list(hits), _details(self.name, hits, hits, units, [], ratio=self.ratio)
+    def scores(self, question: str, hits: list[Hit], units: list[Unit]) -> Sequence[float]:
         text, starts = context_text(hits)
         _, offsets, logprobs = self.lm.text_logprobs(text)
         spans = [(starts[u.hit] + u.start, starts[u.hit] + u.end) for u in units]
-        scores = mean_self_information(offsets, logprobs, spans)
-        kept = select_ratio(scores, [u.words for u in units], self.ratio)
-        out = rebuild(hits, units, kept)
-        return out, _details(self.name, hits, out, units, kept, ratio=self.ratio)
+        return mean_self_information(offsets, logprobs, spans)
+
+    def select(self, scores: Sequence[float], words: list[int]) -> list[int]:
+        return select_ratio(scores, words, self.ratio)
+
+    def settings(self) -> dict[str, Any]:
+        return {"ratio": self.ratio}

@@ -6,8 +6,10 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from dynrag.errors import ConfigError, DataError
+from dynrag.errors import ConfigError
+from dynrag.io import read_jsonl
 
 
 def data_path(name: str) -> Path:
@@ -32,26 +34,19 @@ class DemoQuestion:
 
 
 def load_demo_questions() -> list[DemoQuestion]:
-    path = data_path("demo_questions.jsonl")
-    questions = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                questions.append(
-                    DemoQuestion(
-                        row["id"],
-                        row["question"],
-                        list(row["answers"]),
-                        list(row.get("supporting", [])),
-                        str(row.get("type", "bridge")),
-                    )
-                )
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise DataError(str(path), f"bad demo question ({exc})", line_no) from exc
-    return questions
+    rows = read_jsonl(data_path("demo_questions.jsonl"), validate=_demo_question_problem, whole=True)
+    return [
+        DemoQuestion(r["id"], r["question"], list(r["answers"]), list(r.get("supporting", [])), str(r.get("type", "bridge")))
+        for r in rows
+    ]
+
+
+def _demo_question_problem(row: Any) -> str | None:
+    if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("question"), str):
+        return "bad demo question (needs id and question strings)"
+    if not isinstance(row.get("answers"), list) or not isinstance(row.get("supporting", []), list):
+        return "bad demo question (answers and supporting must be lists)"
+    return None
 
 
 @dataclass(frozen=True)

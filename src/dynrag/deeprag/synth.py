@@ -25,13 +25,15 @@ from dynrag.deeprag.search import History, Match, SearchLimits, tree_search
 from dynrag.deeprag.teachers import ModelTeacher, NoDecomposition, Teacher, check_teacher, open_teacher, teacher_kind
 from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
 from dynrag.errors import ConfigError, DataError
-from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases, load_examples
+from dynrag.eval.loaders import QAExample, dataset_spec, load_aliases
 from dynrag.eval.rundir import config_differences
 from dynrag.eval.runner import file_sha256, resolve_model
+from dynrag.eval.steps import check_corpus, corpus_index, load_questions
 from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, read_jsonl
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.deeprag.narrative import Narrative, NarrativeStep, load_exemplars, trained_prompt_shots
 from dynrag.methods.deeprag.writer import NarrativeWriter
+from dynrag.registry import parse_pairs
 from dynrag.retrieval.base import Retriever
 
 SYNTH_FORMAT = "dynrag-synth/1"
@@ -75,17 +77,17 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
         raise ConfigError(f"--shots must be between 0 and {len(load_exemplars())} (got {req.shots})")
     if req.aliases is not None and spec.name != "2wikimultihopqa":
         raise ConfigError("--aliases applies to --dataset 2wikimultihopqa only")
-    from dynrag.retrieval.factory import resolve_retriever
+    from dynrag.retrieval.factory import given_options
 
-    retriever, retriever_options = resolve_retriever(req.retriever, req.retriever_options, {})
-    if req.corpus == "contexts":
-        corpus, corpus_sha = "contexts", None
-    else:
-        corpus = str(Path(req.corpus).resolve())
-        manifest = Path(corpus) / "manifest.json"
-        if not manifest.is_file():
-            raise ConfigError(f"--corpus {req.corpus}: no index directory there (build one with `dynrag index`, or use --corpus contexts)")
-        corpus_sha = file_sha256(manifest)
+    retriever = req.retriever or "bm25"
+    retriever_options = given_options(retriever, parse_pairs(req.retriever_options, "--retriever-option"), "--retriever-option")
+    index_dir = check_corpus(req.corpus)
+    corpus, corpus_sha = "contexts", None
+    if index_dir is not None:
+        from dynrag.retrieval.store import read_manifest
+
+        corpus = str(index_dir.resolve())
+        corpus_sha = read_manifest(corpus)["corpus_sha256"]
     data = Path(req.data).resolve()
     if not data.is_file():
         raise DataError(str(req.data), "no such file")
@@ -106,7 +108,7 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
         "match": str(match),
         "shots": req.shots,
         "corpus": corpus,
-        "corpus_manifest_sha256": corpus_sha,
+        "corpus_sha256": corpus_sha,
         "retriever": retriever,
         "retriever_options": retriever_options,
     }
@@ -176,11 +178,8 @@ class QuestionExpander:
 
 def select_examples(req: SynthRequest, config: dict[str, Any], console: Console) -> list[QAExample]:
     aliases = load_aliases(Path(req.aliases)) if req.aliases else None
-    report = LoadReport()
     wanted = None if req.limit is None else req.skip + req.limit
-    examples = list(load_examples(config["dataset"], req.data, aliases=aliases, skip_bad=req.skip_bad, report=report, limit=wanted))
-    if report.skipped:
-        console.print(f"[yellow]skipped {report.skipped} bad record(s)[/yellow]; first: {report.messages[0]}")
+    examples, _ = load_questions(config["dataset"], req.data, console, aliases=aliases, skip_bad=req.skip_bad, limit=wanted)
     examples = examples[req.skip :]
     if not examples:
         raise DataError(str(req.data), f"no questions to search (after --skip {req.skip})")
@@ -204,15 +203,10 @@ class Models:
 
 
 def load_models(config: dict[str, Any], examples: list[QAExample], out: Path, console: Console, progress: bool) -> Models:
-    from dynrag.eval.pool import CONTEXTS_INDEX, contexts_index, pool_contexts
     from dynrag.lm import load_lm
     from dynrag.retrieval.factory import open_retriever, with_numpy_bm25
 
-    index_dir = Path(config["corpus"]) if config["corpus"] != "contexts" else out / CONTEXTS_INDEX
-    if config["corpus"] == "contexts":
-        index, built = contexts_index(out, pool_contexts(examples), progress=progress)
-        console.print(f"{'built' if built else 'reusing'} {index_dir} ({len(index)} passages)")
-        index.close()
+    index_dir = corpus_index(config["corpus"], out, examples, console, progress)
     name = config["retriever"]
     retriever = open_retriever(name, index_dir, with_numpy_bm25(name, config["retriever_options"]), work_dir=out, progress=progress)
     teacher = None

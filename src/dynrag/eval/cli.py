@@ -1,7 +1,8 @@
-"""The `eval` and `compare` commands; dynrag.cli registers them through ``register``."""
+"""The `eval`, `eval-retrieval` and `compare` commands; dynrag.cli registers them through ``register``."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Callable, ContextManager, Optional
@@ -9,25 +10,31 @@ from typing import Callable, ContextManager, Optional
 import typer
 from rich.console import Console
 
-DATASET_NAMES = "hotpotqa, 2wikimultihopqa, musique, strategyqa, iirc, popqa, jsonl"
-RETRIEVER_HELP = "Retriever over the corpus: bm25 | dense | hybrid | milvus (dense parts are built on first use)."
+from dynrag.eval.datasets import DATASETS
+from dynrag.methods.registry import METHODS
+from dynrag.retrieval.factory import RETRIEVERS, option_help
+
+DATASET_NAMES = DATASETS.choices(", ")
+CONFIG_HELP = "A run configuration (YAML, see docs/evaluation.md); flags given here override its keys."
+RETRIEVER_HELP = f"Retriever over the corpus: {RETRIEVERS.choices()} (dense parts are built on first use)."
 
 
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("eval")
     def eval_command(
-        dataset: str = typer.Option(..., "--dataset", help=f"Benchmark format: {DATASET_NAMES}."),
-        data: Path = typer.Option(..., "--data", help="The benchmark file in its original format."),
-        method: str = typer.Option(..., "--method", help="Answering method (see `dynrag ask --help`)."),
-        out: Path = typer.Option(..., "--out", help="Run directory (created, or resumed when it exists)."),
+        config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+        dataset: Optional[str] = typer.Option(None, "--dataset", help=f"Benchmark format: {DATASET_NAMES}."),
+        data: Optional[Path] = typer.Option(None, "--data", help="The benchmark file in its original format."),
+        method: Optional[str] = typer.Option(None, "--method", help=f"Answering method: {METHODS.choices()}."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Run directory (created, or resumed when it exists)."),
         corpus: Optional[str] = typer.Option(
             None, "--corpus", help="'contexts' (pool the questions' context paragraphs) or an index directory."
         ),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
-        model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+        model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
         option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
         preset: Optional[str] = typer.Option(
-            None, "--preset", help="Retrieval-chain preset of `single`: balanced | best (same as --option preset=NAME)."
+            None, "--preset", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
         ),
         retriever: Optional[str] = typer.Option(
             None, "--retriever", help=f"{RETRIEVER_HELP} Default: bm25, or hybrid with --option preset=balanced|best."
@@ -39,7 +46,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             None, "--exemplars", help="Few-shot exemplar style (default: the dataset's own)."
         ),
         aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
-        skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
+        skip_bad: Optional[bool] = typer.Option(None, "--skip-bad/--no-skip-bad", help="Skip and count malformed records."),
         baseline: Optional[Path] = typer.Option(
             None, "--baseline", help="A `direct` run of the same questions: adds knowledge-boundary figures."
         ),
@@ -47,29 +54,116 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     ) -> None:
         """Evaluate a method on a benchmark file into a resumable run directory."""
         with user_errors():
-            from dynrag.eval.runner import EvalRequest, run_eval
+            from dynrag.config import eval_request, load_run_config
+            from dynrag.eval.runner import run_eval
             from dynrag.eval.rundir import SUMMARY_MD
-            from dynrag.methods.registry import parse_option_pairs
 
-            req = EvalRequest(
-                dataset=dataset,
-                data=data,
-                method=method,
-                out=out,
-                corpus=corpus,
-                limit=limit,
-                model=model,
-                options=parse_option_pairs(option, preset),
-                exemplars=exemplars,
-                aliases=aliases,
-                skip_bad=skip_bad,
-                baseline=baseline,
-                retriever=retriever,
-                retriever_options=list(retriever_option),
-            )
+            flags = dict(dataset=dataset, data=data, method=method, out=out, corpus=corpus, limit=limit, model=model,
+                         exemplars=exemplars, aliases=aliases, skip_bad=skip_bad, baseline=baseline, retriever=retriever)
+            pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
+            req = eval_request(load_run_config(config, flags, pairs, retriever_option))
             err = Console(stderr=True)
             run_eval(req, console=err, progress=progress and err.is_terminal)
-            sys.stdout.write((out / SUMMARY_MD).read_text(encoding="utf-8"))
+            sys.stdout.write((req.out / SUMMARY_MD).read_text(encoding="utf-8"))
+
+    @app.command("eval-retrieval")
+    def eval_retrieval_command(
+        config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+        dataset: Optional[str] = typer.Option(None, "--dataset", help=f"Benchmark format: {DATASET_NAMES}."),
+        data: Optional[Path] = typer.Option(None, "--data", help="The benchmark file in its original format."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Output directory: summary.json, rankings.jsonl."),
+        retriever: Optional[str] = typer.Option(None, "--retriever", help=f"{RETRIEVERS.choices()} (default bm25)"),
+        corpus: Optional[str] = typer.Option(
+            None, "--corpus",
+            help="'contexts' (the default: pool the questions' context paragraphs into OUT/contexts-index) "
+            "or an index directory.",
+        ),
+        option: list[str] = typer.Option(
+            [], "--option",
+            help=f"Retriever option KEY=VALUE (repeatable), defaults in brackets. {option_help()}",
+        ),
+        k: Optional[str] = typer.Option(None, "--k", help="Cut-offs for recall@K and support_all@K (default 3,10)."),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
+        skip_bad: Optional[bool] = typer.Option(None, "--skip-bad/--no-skip-bad", help="Skip and count malformed records."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+        hyde: Optional[bool] = typer.Option(
+            None, "--hyde/--no-hyde", help="Search with each question plus a hypothetical passage the model writes."
+        ),
+        model: Optional[str] = typer.Option(None, "--model", help="HyDE's model: bundled | bundled:NAME | hf:PATH_OR_ID"),
+        hyde_cache: Optional[Path] = typer.Option(
+            None, "--hyde-cache",
+            help="JSONL of HyDE passages, reused when model and prompt match and extended with new ones "
+            "(default OUT/hyde.jsonl); share one file across runs to write each passage once.",
+        ),
+        hyde_max_new_tokens: Optional[int] = typer.Option(
+            None, "--hyde-max-new-tokens", help="Length cap of a HyDE passage (default 64)."
+        ),
+    ) -> None:
+        """Measure retrieval alone: recall@K, support_all@K, MRR and queries/s on a benchmark's
+        gold supporting passages."""
+        with user_errors():
+            from dynrag.config import load_run_config, require
+            from dynrag.errors import ConfigError
+            from dynrag.eval.retrieval import (
+                evaluate_retrieval,
+                hyde_summary,
+                summary_table,
+                write_hyde_passages,
+                write_outputs,
+            )
+            from dynrag.eval.steps import check_corpus, corpus_index, load_questions
+            from dynrag.retrieval.base import close_retriever
+            from dynrag.retrieval.factory import given_options, open_retriever
+
+            if hyde is not True and (hyde_cache is not None or model is not None):
+                raise ConfigError("--hyde-cache and --model apply to HyDE: add --hyde")
+            flags = dict(dataset=dataset, data=data, out=out, retriever=retriever, corpus=corpus, k=k, limit=limit,
+                         skip_bad=skip_bad, hyde=hyde, model=model, hyde_cache=hyde_cache,
+                         hyde_max_new_tokens=hyde_max_new_tokens)
+            run = load_run_config(config, flags, retriever_pairs=option, retriever_flag="--option")
+            require(run, "dataset", "data", "out")
+            dataset, data, out, corpus, ks = run.dataset, run.data, run.out, run.corpus or "contexts", run.k
+            retriever = run.retriever or "bm25"
+            options = given_options(retriever, run.retriever_options)
+            check_corpus(corpus)  # a bad --corpus fails before the questions are read
+            err = Console(stderr=True)
+            show = progress and err.is_terminal
+            examples, _ = load_questions(dataset, data, err, skip_bad=run.skip_bad, limit=run.limit)
+            index_dir = corpus_index(corpus, out, examples, err, show)
+            passages = None
+            if run.hyde:
+                from dynrag.lm import load_lm
+                from dynrag.retrieval.hyde_cache import HydePassages
+
+                passages = HydePassages(load_lm(run.model, progress=show), run.hyde_cache or out / "hyde.jsonl",
+                                        run.hyde_max_new_tokens)
+                # Write every passage before searching, so queries_per_second is search alone
+                # whether the passages were written now or read back.
+                questions = [ex.question for ex in examples if ex.supporting]
+                written = write_hyde_passages(passages, questions, show)
+            ret = open_retriever(retriever, index_dir, options, work_dir=out, progress=show)
+            try:
+                result = evaluate_retrieval(
+                    ret, examples, ks, progress=show, query_transform=passages.expand if passages else None
+                )
+            finally:
+                close_retriever(ret)
+            meta = {
+                "retriever": retriever,
+                "options": options,
+                "dataset": dataset,
+                "data": str(Path(data).resolve()),
+                "corpus": corpus if corpus == "contexts" else str(index_dir.resolve()),
+                "index": str(index_dir.resolve()),
+                "k": ks,
+                "query_transform": "hyde" if passages else "none",
+            }
+            if passages is not None:
+                meta.update(hyde_summary(passages, questions, written, result.summary))
+            path = write_outputs(out, result, meta)
+            summary = json.loads(path.read_text(encoding="utf-8"))
+            Console().print(summary_table(summary, ks))
+            err.print(f"wrote {path}")
 
     @app.command("compare")
     def compare_command(

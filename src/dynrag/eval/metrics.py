@@ -1,4 +1,5 @@
-"""Answer metrics as pure functions: SQuAD normalisation, exact match and token F1 over gold aliases."""
+"""Metrics as pure functions: SQuAD normalisation, exact match and token F1 over gold aliases for
+answers; recall@K, support_all@K and reciprocal rank for retrieval rankings."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 import string
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
@@ -94,3 +95,31 @@ def score_answer(final_answer: str, prediction: str, golds: list[str], yes_no_da
         scored = yes_no(scored) or scored
     tokens = best_token_scores(scored, golds)
     return AnswerScores(scored, exact_match(scored, golds), tokens.f1, tokens.precision, tokens.recall)
+
+
+# ---- retrieval rankings ------------------------------------------------------------------------
+
+
+def recall_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
+    """Fraction of the distinct gold ids found in ``ranked[:k]``."""
+    gold_set = set(gold)
+    if not gold_set:
+        raise ValueError("recall needs at least one gold id")
+    return len(gold_set & set(ranked[:k])) / len(gold_set)
+
+
+def support_all_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
+    """1.0 when every gold id is in ``ranked[:k]``, else 0.0."""
+    gold_set = set(gold)
+    if not gold_set:
+        raise ValueError("support_all needs at least one gold id")
+    return 1.0 if gold_set <= set(ranked[:k]) else 0.0
+
+
+def reciprocal_rank(ranked: Sequence[str], gold: Iterable[str]) -> float:
+    """1 / (1-based rank of the first gold id in ``ranked``); 0.0 when none is there."""
+    gold_set = set(gold)
+    for rank, pid in enumerate(ranked, start=1):
+        if pid in gold_set:
+            return 1.0 / rank
+    return 0.0

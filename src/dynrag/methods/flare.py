@@ -8,6 +8,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
+from dynrag.lm.base import require
 from dynrag.methods.base import Answer, Step
 from dynrag.methods.iterative import SENTENCE_ENDS, IterativeMethod, IterativeOptions
 
@@ -25,6 +26,10 @@ def masked_query(pieces: list[str], probabilities: np.ndarray, theta: float) -> 
 class Flare(IterativeMethod):
     name: ClassVar[str] = "flare"
     Options: ClassVar[type] = FlareOptions
+
+    def __init__(self, lm, builder, options, retriever):
+        require(lm, "logprobs", needed_by="method 'flare'", instead="use fixed_sentence, which needs text only")
+        super().__init__(lm, builder, options, retriever)
 
     def answer(self, question: str) -> Answer:
         state = self.start(question)

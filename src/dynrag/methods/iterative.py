@@ -3,6 +3,11 @@
 Each method owns its loop (when to stop decoding, when to retrieve, what to ask); this module holds
 what the loops share: the answer written so far, the current documents (each retrieval replaces
 them), the token and retrieval budgets, and how a finished answer is produced.
+
+Every retrieval goes through the retrieval chain (methods/chain.py), so the chain options
+(``preset``, ``rerank``, ``repack``, ``compress``, ``query_transform``) shape each of a method's
+retrievals; query classification, when on, decides once per question, before generation, whether
+the method may retrieve at all.
 """
 
 from __future__ import annotations
@@ -13,18 +18,19 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from dynrag.lm.base import Generation, LanguageModel
+from dynrag.lm.base import Generation
 from dynrag.methods.answering import complete_answer
 from dynrag.methods.base import Answer, MethodOptions, Retrieval, Step, Trace
+from dynrag.methods.chain import ChainOptions, RetrievingMethod
 from dynrag.methods.direct import require_question
-from dynrag.methods.prompting import ANSWER_STOPS, PromptBuilder, has_complete_answer
-from dynrag.retrieval.base import Hit, Retriever
+from dynrag.methods.prompting import ANSWER_STOPS, has_complete_answer
+from dynrag.retrieval.base import Hit
 
 # A sentence ends at one of these; the trailing space is only seen when the next token arrives.
 SENTENCE_ENDS = (". ", "? ", "! ")
 
 
-class IterativeOptions(MethodOptions):
+class IterativeOptions(ChainOptions):
     max_new_tokens: int = Field(128, ge=1, description="budget of kept answer tokens")
     max_retrievals: int = Field(5, ge=0, description="hard cap on retrievals per question")
     max_steps: int = Field(24, ge=1, description="hard cap on generation calls per question")
@@ -40,27 +46,27 @@ class LoopState:
     kept_tokens: int = 0
     steps: int = 0
     stalled: int = 0  # consecutive steps that kept nothing
+    may_retrieve: bool = True  # False when query classification said the question needs no retrieval
 
 
-class IterativeMethod:
+class IterativeMethod(RetrievingMethod):
     name: ClassVar[str] = "iterative"
     Options: ClassVar[type[MethodOptions]] = IterativeOptions
-
-    def __init__(self, lm: LanguageModel, builder: PromptBuilder, options: Any, retriever: Retriever):
-        self.lm, self.builder, self.options, self.retriever = lm, builder, options, retriever
 
     # -- loop pieces ---------------------------------------------------------------------
 
     def start(self, question: str) -> LoopState:
         question = require_question(question)
         trace = Trace(question, self.name, self.lm.name, self.options.model_dump())
-        return LoopState(question=question, trace=trace, started=time.perf_counter())
+        state = LoopState(question=question, trace=trace, started=time.perf_counter())
+        state.may_retrieve = self.chain.needs_retrieval(question, trace)
+        return state
 
     def remaining_tokens(self, state: LoopState) -> int:
         return max(0, self.options.max_new_tokens - state.kept_tokens)
 
     def can_retrieve(self, state: LoopState) -> bool:
-        return len(state.trace.retrievals) < self.options.max_retrievals
+        return state.may_retrieve and len(state.trace.retrievals) < self.options.max_retrievals
 
     def done(self, state: LoopState) -> bool:
         return (
@@ -92,9 +98,13 @@ class IterativeMethod:
         return kept
 
     def retrieve(self, state: LoopState, query: str, reason: str) -> list[Hit]:
+        """Search through the chain (recording the Retrieval and the chain's steps in the trace)."""
         query = " ".join(query.split())
-        hits = self.retriever.search(query, self.options.k) if query else []
-        state.trace.retrievals.append(Retrieval(query, hits, position=state.kept_tokens, reason=reason))
+        if query:
+            hits = self.chain.retrieve(query, state.trace, position=state.kept_tokens, reason=reason)
+        else:
+            hits = []
+            state.trace.retrievals.append(Retrieval(query, hits, position=state.kept_tokens, reason=reason))
         # New documents replace the old ones (DESIGN §5); an empty result keeps what we had.
         if hits:
             state.hits = hits

@@ -1,10 +1,15 @@
-"""Method names, their option models, and how to build one from a model, a retriever and options."""
+"""Method names, their option models, and how to build one from a model, a retriever and options.
+
+``METHODS`` is a ``dynrag.registry.Registry`` like every other named choice: an entry's opener is
+the method class (called as ``cls(lm, builder, options, retriever=...)``), its options the class's
+``Options`` model, its summary the first line of the class's docstring. Adding a method: its module
+and one name in the tuple below.
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Mapping
-
-from pydantic import ValidationError
 
 from dynrag.errors import ConfigError
 from dynrag.lm.base import LanguageModel
@@ -16,52 +21,35 @@ from dynrag.methods.fixed import FixedLength, FixedSentence
 from dynrag.methods.flare import Flare
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.single import Single
+from dynrag.registry import Registry, parse_pairs
 from dynrag.retrieval.base import Retriever
 
-METHODS: dict[str, type] = {
-    cls.name: cls for cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin, DeepRag)
-}
+METHODS: Registry[Method] = Registry("method")
+for _cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin, DeepRag):
+    _doc = _cls.__doc__ or sys.modules[_cls.__module__].__doc__ or ""
+    METHODS.add(_cls.name, _cls, _cls.Options, _doc.strip().split("\n")[0])
 
 # Methods that never search; every other method needs a retriever.
 NO_RETRIEVAL = {"direct"}
 
 
 def method_names() -> list[str]:
-    return list(METHODS)
+    return METHODS.names()
 
 
 def method_class(name: str) -> type:
-    if name not in METHODS:
-        raise ConfigError(f"unknown method {name!r}; choose one of: {', '.join(METHODS)}")
-    return METHODS[name]
+    return METHODS.get(name).opener  # type: ignore[return-value]
 
 
 def parse_options(name: str, values: Mapping[str, Any]) -> MethodOptions:
     """Validate option values for a method; unknown or bad keys name the key and the valid ones."""
-    options_cls: type[MethodOptions] = method_class(name).Options
-    valid = sorted(options_cls.model_fields)
-    unknown = sorted(set(values) - set(valid))
-    if unknown:
-        raise ConfigError(
-            f"unknown option {', '.join(map(repr, unknown))} for method {name!r}; valid options: {', '.join(valid)}"
-        )
-    try:
-        return options_cls(**values)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"option {key!r} of method {name!r}: {err['msg']} (got {err.get('input')!r})") from exc
+    return METHODS.parse_options(name, values)  # type: ignore[return-value]
 
 
 def parse_option_pairs(pairs: list[str], preset: str | None = None) -> dict[str, str]:
     """`KEY=VALUE` strings from the command line into a dict (values validated later by pydantic);
     ``preset`` is the `--preset NAME` flag, the same as `--option preset=NAME` (which wins)."""
-    values: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--option {pair!r} is not KEY=VALUE")
-        values[key.strip()] = value.strip()
+    values = parse_pairs(pairs)
     if preset is not None:
         values.setdefault("preset", preset)
     return values

@@ -11,27 +11,19 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
-from dynrag.lm.base import LanguageModel
 from dynrag.methods.answering import answer_once
 from dynrag.methods.base import Answer, MethodOptions, Trace
-from dynrag.methods.chain import ChainOptions, RetrievalChain
+from dynrag.methods.chain import ChainOptions, RetrievingMethod
 from dynrag.methods.direct import require_question
-from dynrag.methods.prompting import PromptBuilder
-from dynrag.retrieval.base import Retriever
 
 
 class SingleOptions(ChainOptions):
     pass
 
 
-class Single:
+class Single(RetrievingMethod):
     name: ClassVar[str] = "single"
     Options: ClassVar[type[MethodOptions]] = SingleOptions
-
-    def __init__(self, lm: LanguageModel, builder: PromptBuilder, options: SingleOptions, retriever: Retriever):
-        self.lm, self.builder, self.options, self.retriever = lm, builder, options, retriever
-        self.chain = RetrievalChain(lm, retriever, options)
-        self.chain.prepare()  # loads only what the options need; bad options fail here
 
     def answer(self, question: str) -> Answer:
         question = require_question(question)

@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from dynrag.errors import ConfigError
+from dynrag.lm.base import require
 from dynrag.rerank.base import passage_text, ranked
 from dynrag.retrieval.base import Hit
 
@@ -47,11 +48,7 @@ class LMPointwiseReranker:
         no: Sequence[str] = (" no", " No"),
         max_passage_words: int = 200,
     ):
-        if not hasattr(lm, "next_token_logprobs"):
-            raise ConfigError(
-                f"rerank=lm needs next-token probabilities, which model {getattr(lm, 'name', lm)!r} does not give; "
-                "use rerank=embedding"
-            )
+        require(lm, "next_token_logprobs", needed_by="rerank=lm", instead="use rerank=embedding")
         if not yes or not no:
             raise ValueError("need at least one 'yes' and one 'no' spelling")
         self.lm, self.yes, self.no = lm, tuple(yes), tuple(no)

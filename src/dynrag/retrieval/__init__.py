@@ -1,6 +1,19 @@
-"""Retrievers: the Retriever protocol, its Hit record and the BM25 index."""
+"""Retrievers: the Retriever protocol and its Hit record (base), the passage store every local
+index shares (store), BM25 (tokenizer, bm25_build, bm25), dense (vectors, embedder, dense),
+hybrid, milvus, small-to-big, HyDE, and the registry that opens one by name (factory)."""
+
+from typing import Any
 
 from dynrag.retrieval.base import Hit, Retriever
-from dynrag.retrieval.bm25 import BM25Index
 
 __all__ = ["BM25Index", "Hit", "Retriever"]
+
+
+def __getattr__(name: str) -> Any:
+    # BM25Index imports bm25s (half a second): only when asked for, so `dynrag --help` and the
+    # registries stay cheap to import.
+    if name == "BM25Index":
+        from dynrag.retrieval.bm25 import BM25Index
+
+        return BM25Index
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,9 +13,10 @@ so both parts always have the same rows (chunking included) and passages are sto
 manifest records the parent's ``corpus_sha256``; a dense part left over from an older corpus is
 refused on load.
 
-A standalone dense index (``DenseIndex.build(passages, DIR, ...)``) stores its own passages in the
-BM25 layout (passages.jsonl + offsets.npy, "passages": "self"), written by the same line encoder,
-so the same corpus gives the same ``corpus_sha256`` in either kind of index.
+A standalone dense index (``DenseIndex.build(passages, DIR, ...)``) stores its own passages in a
+passage store (store.py: passages.jsonl, offsets.npy, fields.npy; "passages": "self"), written by
+the same writer as a BM25 index's, so the same corpus gives the same ``corpus_sha256`` in either
+kind of index.
 
 Search is exact: a blocked numpy matmul over the memory-mapped vectors (memory bounded by the
 block, not the corpus), or, with ``backend="faiss"`` (or "auto" when faiss is importable), a faiss
@@ -28,13 +29,7 @@ Everything is written into a temporary sibling directory renamed into place when
 
 from __future__ import annotations
 
-import hashlib
-import json
-import mmap
-import os
 import shutil
-import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,16 +40,20 @@ import numpy as np
 import dynrag
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
-from dynrag.retrieval.base import Hit
-from dynrag.retrieval.bm25 import (
-    _check_replaceable,
-    _encode_line,
-    _fsync_dir_files,
-    _new_hit,
-    _swap_into_place,
-    _umask,
+from dynrag.io import atomic_directory, atomic_write_json
+from dynrag.retrieval.base import Hit, without_blank_queries
+from dynrag.retrieval.vectors import exact_top_k, faiss_available, faiss_index, npy_header
+from dynrag.retrieval.store import (
+    INDEX_FORMAT,
+    PassageStore,
+    PassageWriter,
+    StoreBacked,
+    check_manifest,
+    check_replaceable,
+    load_manifest_json,
+    progress_bar,
+    read_manifest,
 )
-from dynrag.retrieval.bm25 import FORMAT as BM25_FORMAT
 
 if TYPE_CHECKING:
     from dynrag.retrieval.embedder import Embedder
@@ -67,12 +66,10 @@ PACKAGED_MODEL_NAME = "all-MiniLM-L6-v2"
 
 Backend = Literal["auto", "numpy", "faiss"]
 
-_HEADER_BYTES = 128  # .npy v1.0 header for a 2-D float32 array of any realistic shape
-_SEARCH_BLOCK = 1 << 16  # rows scored at a time: bounds search memory on big corpora
 _BUILD_BATCH = 1024  # passages embedded per step (the embedder sorts each by length)
 
 
-class DenseIndex:
+class DenseIndex(StoreBacked):
     """A dense index opened for search; build one with ``build`` or ``build_alongside``."""
 
     def __init__(
@@ -80,8 +77,7 @@ class DenseIndex:
         path: Path,
         manifest: dict[str, Any],
         vectors: np.ndarray,
-        passages_dir: Path,
-        offsets: np.ndarray,
+        store: PassageStore,
         embedder: Embedder,
         backend: Backend = "auto",
     ):
@@ -90,10 +86,8 @@ class DenseIndex:
         self.vectors = vectors
         self._n = int(manifest["count"])
         self.embedder = embedder
-        self._offsets = offsets
-        self._file = open(passages_dir / "passages.jsonl", "rb")
-        self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-        self._faiss = _faiss_index(vectors) if _use_faiss(backend) else None
+        self.store = store
+        self._faiss = faiss_index(vectors) if backend == "faiss" or (backend == "auto" and faiss_available()) else None
         self.batch_size = 64
 
     # ---- building -------------------------------------------------------------------------
@@ -182,44 +176,36 @@ class DenseIndex:
             raise _index_error(
                 path, f"{VECTORS} is {vectors.dtype} {vectors.shape}, manifest says float32 ({count}, {dim})"
             )
+        store = PassageStore.open(
+            passages_dir, count, mmap=mmap,
+            error=lambda what: _index_error(path, f"passages in {passages_dir} do not match the {count} vectors ({what})"),
+        )
         try:
-            offsets = np.load(passages_dir / "offsets.npy", mmap_mode="r" if mmap else None)
-            size = (passages_dir / "passages.jsonl").stat().st_size
-        except (OSError, ValueError) as e:
-            raise _index_error(path, f"passages unreadable in {passages_dir} ({e})") from e
-        if offsets.shape != (count + 1,) or int(offsets[-1]) != size:
-            raise _index_error(path, f"passages in {passages_dir} do not match the {count} vectors")
-        if embedder is None:
-            embedder = _load_embedder(manifest)
-        elif embedder.dimension != dim:
-            raise DynragError(
-                f"{path}: the index holds {dim}-dimensional vectors but the embedding model "
-                f"gives {embedder.dimension}; use the model it was built with ({manifest['embedding_model']})"
-            )
-        if backend == "faiss" and not _faiss_available():
-            raise DynragError("dense backend 'faiss' requested but faiss is not installed (pip install faiss-cpu)")
-        return cls(path, manifest, vectors, passages_dir, offsets, embedder, backend)
+            if embedder is None:
+                embedder = _load_embedder(manifest)
+            elif embedder.dimension != dim:
+                raise DynragError(
+                    f"{path}: the index holds {dim}-dimensional vectors but the embedding model "
+                    f"gives {embedder.dimension}; use the model it was built with ({manifest['embedding_model']})"
+                )
+            if backend == "faiss" and not faiss_available():
+                raise DynragError("dense backend 'faiss' requested but faiss is not installed (pip install faiss-cpu)")
+        except BaseException:
+            store.close()
+            raise
+        return cls(path, manifest, vectors, store, embedder, backend)
 
     # ---- searching ------------------------------------------------------------------------
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
         return self.embedder.encode(list(queries), batch_size=self.batch_size)
 
-    def search(self, query: str, k: int) -> list[Hit]:
-        return self.search_batch([query], k)[0]
-
     def search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if not queries:
-            return []
-        return self.search_vectors(self.encode_queries(queries), k)
+        return without_blank_queries(queries, lambda texts: self.search_vectors(self.encode_queries(texts), k))
 
     def search_vectors(self, query_vectors: np.ndarray, k: int) -> list[list[Hit]]:
         """Top-k hits for already-encoded (L2-normalised) query vectors, best first."""
-        rows, scores = self.top_k(query_vectors, k)
-        return [
-            [self._hit(int(r), float(s)) for r, s in zip(row_ids, row_scores)]
-            for row_ids, row_scores in zip(rows, scores)
-        ]
+        return self.store.hit_lists(*self.top_k(query_vectors, k))
 
     def top_k(self, query_vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores), each (n_queries, min(k, count)), sorted best first."""
@@ -234,102 +220,19 @@ class DenseIndex:
             return rows.astype(np.int64), scores
         return exact_top_k(self.vectors, q, k)
 
-    def score_rows(self, query_vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Inner products of one query vector with the given rows."""
-        return np.asarray(self.vectors[np.asarray(rows, dtype=np.int64)] @ query_vector, dtype=np.float32)
-
-    def _hit(self, row: int, score: float) -> Hit:
-        p = self.passage(row)
-        return _new_hit(p.id, p.title, p.text, score)
-
-    # ---- misc -----------------------------------------------------------------------------
-
-    def passage(self, row: int) -> Passage:
-        if not 0 <= row < self._n:
-            raise IndexError(row)
-        line = self._mm[int(self._offsets[row]) : int(self._offsets[row + 1])]
-        return Passage(**json.loads(line))
-
-    def __len__(self) -> int:
-        return self._n
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        return dict(self._manifest)
+    # ---- misc (len, manifest, passage, close: StoreBacked) ------------------------------
 
     @property
     def backend(self) -> str:
         return "faiss" if self._faiss is not None else "numpy"
-
-    def close(self) -> None:
-        self._mm.close()
-        self._file.close()
-
-    def __enter__(self) -> DenseIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def has_dense(index_dir: str | Path) -> bool:
-    """Whether ``index_dir`` is, or holds, a dense index."""
-    path = Path(index_dir)
-    return (path / VECTORS).exists() or (path / DENSE_SUBDIR / VECTORS).exists()
-
-
-def exact_top_k(vectors: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact maximum-inner-product top-k, scoring ``vectors`` a block of rows at a time.
-
-    Returns (rows int64, scores float32), each (n_queries, k), best first; ties go to the lower row.
-    """
-    n = len(vectors)
-    best_rows = np.zeros((len(queries), 0), dtype=np.int64)
-    best_scores = np.zeros((len(queries), 0), dtype=np.float32)
-    for start in range(0, n, _SEARCH_BLOCK):
-        block = np.asarray(vectors[start : start + _SEARCH_BLOCK])
-        scores = queries @ block.T  # (nq, block)
-        kk = min(k, scores.shape[1])
-        if kk < scores.shape[1]:
-            part = np.argpartition(-scores, kk - 1, axis=1)[:, :kk]
-        else:
-            part = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
-        cand_scores = np.take_along_axis(scores, part, axis=1)
-        rows = np.concatenate([best_rows, part + start], axis=1)
-        vals = np.concatenate([best_scores, cand_scores], axis=1)
-        # Sort by score descending, then row ascending, so results are deterministic.
-        order = np.lexsort((rows, -vals), axis=1)[:, :k]
-        best_rows = np.take_along_axis(rows, order, axis=1)
-        best_scores = np.take_along_axis(vals, order, axis=1)
-    return best_rows, best_scores.astype(np.float32, copy=False)
 
 
 # ---- building helpers -------------------------------------------------------------------------
 
 
 def _atomic_build(out: Path, write: Any) -> dict[str, Any]:
-    _check_replaceable(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())
-        manifest = write(tmp)
-        _fsync_dir_files(tmp)
-        _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return manifest
-
-
-def _npy_header(count: int, dim: int) -> bytes:
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
-              "shape": (count, dim)}
-    text = repr(header).encode("latin1")
-    pad = _HEADER_BYTES - 10 - len(text) - 1
-    if pad < 0:
-        raise DynragError(f"vector array shape ({count}, {dim}) too large for the .npy header")
-    return b"\x93NUMPY\x01\x00" + (_HEADER_BYTES - 10).to_bytes(2, "little") + text + b" " * pad + b"\n"
+    with atomic_directory(out, check=check_replaceable) as tmp:
+        return write(tmp)
 
 
 def _write(
@@ -342,37 +245,17 @@ def _write(
     *,
     own_passages: bool,
 ) -> dict[str, Any]:
-    from tqdm import tqdm
-
     dim = embedder.dimension
-    digest = hashlib.sha256()
-    offset_chunks: list[np.ndarray] = []
-    position = count = 0
-    bar = tqdm(total=total, desc="Embedding", unit=" passages", disable=not progress,
-               file=sys.stderr, mininterval=0.5, dynamic_ncols=True)
-    text_out = open(tmp / "passages.jsonl", "wb") if own_passages else None
-    with open(tmp / VECTORS, "wb") as vec_out, bar:
-        vec_out.write(_npy_header(0, dim))  # placeholder, rewritten with the real count below
+    store = PassageWriter(tmp if own_passages else None)
+    with open(tmp / VECTORS, "wb") as vec_out, progress_bar(total, "Embedding", progress) as bar:
+        vec_out.write(npy_header(0, dim))  # placeholder, rewritten with the real count below
 
         def flush(batch: list[Passage]) -> None:
-            nonlocal position, count
-            lines = [_encode_line(p)[0] for p in batch]
-            blob = b"".join(lines)
-            digest.update(blob)
-            if text_out is not None:
-                text_out.write(blob)
-                sizes = np.fromiter(map(len, lines), np.int64, len(lines))
-                offsets = np.empty(len(lines), dtype=np.int64)
-                offsets[0] = position
-                np.cumsum(sizes[:-1], out=offsets[1:])
-                offsets[1:] += position
-                offset_chunks.append(offsets)
-            position += len(blob)
+            store.add(batch)
             vectors = embedder.encode([_embed_text(p) for p in batch], batch_size=batch_size)
             if vectors.shape != (len(batch), dim):
                 raise DynragError(f"embedding model returned {vectors.shape}, expected ({len(batch)}, {dim})")
             vec_out.write(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
-            count += len(batch)
             bar.update(len(batch))
 
         try:
@@ -385,15 +268,11 @@ def _write(
             if batch:
                 flush(batch)
         finally:
-            if text_out is not None:
-                text_out.close()
-        if count == 0:
-            raise DynragError("nothing to index: the corpus yielded no passages")
+            store.close()
+        store.finish()
+        count = store.count
         vec_out.seek(0)
-        vec_out.write(_npy_header(count, dim))
-    if own_passages:
-        offsets = np.concatenate(offset_chunks + [np.array([position], dtype=np.int64)])
-        np.save(tmp / "offsets.npy", offsets, allow_pickle=False)
+        vec_out.write(npy_header(count, dim))
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -405,13 +284,11 @@ def _write(
         "embedding_model_path": _model_path(embedder),
         "embedded_text": "title + newline + text",
         "passages": "self" if own_passages else "parent",
-        "corpus_sha256": digest.hexdigest(),
+        "corpus_sha256": store.sha256,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "dynrag_version": dynrag.__version__,
     }
-    with open(tmp / "manifest.json", "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2)
-        f.write("\n")
+    atomic_write_json(tmp / "manifest.json", manifest)
     return manifest
 
 
@@ -429,41 +306,30 @@ def _embed_text(p: Passage) -> str:
 # ---- loading helpers --------------------------------------------------------------------------
 
 
+REBUILD = "rebuild it with `dynrag index SOURCE --out DIR --dense`"
+
+
 def _index_error(path: Path, what: str) -> IndexError_:
-    return IndexError_(f"{path}: {what}; rebuild it with `dynrag index SOURCE --out DIR --dense`")
+    return IndexError_(f"{path}: {what}; {REBUILD}")
 
 
 def _read_manifest(path: Path, given: Path) -> dict[str, Any]:
-    file = path / "manifest.json"
-    try:
-        manifest = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise _index_error(given, "no dense index here (no dense/ part and no manifest.json)") from e
-    except (OSError, ValueError) as e:
-        raise _index_error(path, f"manifest.json unreadable ({e})") from e
-    if not isinstance(manifest, dict):
-        raise _index_error(path, "manifest.json is not an object")
-    if manifest.get("format") == BM25_FORMAT:
+    manifest = load_manifest_json(path, "no dense index here (no dense/ part and no manifest.json)", REBUILD)
+    if manifest.get("format") == INDEX_FORMAT:
         raise _index_error(given, "this BM25 index has no dense part")
-    if manifest.get("format") != FORMAT:
-        raise _index_error(path, f"manifest.json format is {manifest.get('format')!r}, expected {FORMAT!r}")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise _index_error(path, f"dense format version {manifest.get('format_version')!r} is not supported")
-    for key in ("count", "dimension"):
-        value = manifest.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise _index_error(path, f"manifest.json {key} {value!r} is invalid")
+    check_manifest(manifest, path, format=FORMAT, version=FORMAT_VERSION, count_key="count", rebuild=REBUILD)
+    dimension = manifest.get("dimension")
+    if not isinstance(dimension, int) or isinstance(dimension, bool) or dimension < 1:
+        raise _index_error(path, f"manifest.json dimension {dimension!r} is invalid")
     if manifest.get("passages") not in ("self", "parent"):
         raise _index_error(path, f"manifest.json passages {manifest.get('passages')!r} is invalid")
-    if not isinstance(manifest.get("corpus_sha256"), str):
-        raise _index_error(path, "manifest.json has no corpus_sha256")
     return manifest
 
 
 def _check_parent(path: Path, manifest: dict[str, Any]) -> None:
     try:
-        parent = json.loads((path.parent / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+        parent = read_manifest(path.parent)
+    except IndexError_ as e:
         raise _index_error(path, f"its parent index manifest is unreadable ({e})") from e
     if parent.get("corpus_sha256") != manifest["corpus_sha256"] or parent.get("passage_count") != manifest["count"]:
         raise _index_error(path, "dense part is stale: it was built for another corpus than its parent index")
@@ -474,22 +340,3 @@ def _load_embedder(manifest: dict[str, Any]) -> Embedder:
 
     model_path = manifest.get("embedding_model_path")
     return Embedder.load(model_path) if model_path else Embedder.load()
-
-
-def _faiss_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("faiss") is not None
-
-
-def _use_faiss(backend: Backend) -> bool:
-    return backend == "faiss" or (backend == "auto" and _faiss_available())
-
-
-def _faiss_index(vectors: np.ndarray) -> Any:
-    import faiss
-
-    index = faiss.IndexFlatIP(vectors.shape[1])
-    for start in range(0, len(vectors), _SEARCH_BLOCK):
-        index.add(np.ascontiguousarray(vectors[start : start + _SEARCH_BLOCK], dtype=np.float32))
-    return index

@@ -1,117 +1,112 @@
-"""Build a retriever by name over a BM25 index directory: ``bm25``, ``dense``, ``hybrid``, ``milvus``.
+"""The retriever registry: every retriever by name, with its typed options and how to open it.
 
-Used by `dynrag eval-retrieval`, `dynrag ask` and `dynrag eval` (``--retriever NAME --option ...``),
-so every command picks its retriever the same way. The dense part (``INDEX/dense``) and the Milvus
-collection are built from the index's passages on first use and reused afterwards.
+Used by `dynrag ask`, `dynrag eval` (``--retriever NAME --retriever-option KEY=VALUE``) and
+`dynrag eval-retrieval` (``--option``), so every command picks its retriever the same way, and
+their help and "unknown retriever" errors list ``RETRIEVERS``. An entry's opener is called as
+``opener(options, index_dir, *, work_dir, progress)``; ``index_dir`` is the ``dynrag index``
+directory, or None for a retriever that keeps its passages elsewhere (a search server). The dense
+part (``INDEX/dense``) and the Milvus collection are built from the index's passages on first use
+and reused afterwards. Adding a retriever: its module, an Options model and one entry here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from dynrag.errors import ConfigError, DynragError
+from dynrag.registry import Options, Registry, parse_pairs
 from dynrag.retrieval.base import Retriever
+from dynrag.retrieval.hybrid import DEFAULT_ALPHA
 
-RETRIEVERS = ("bm25", "dense", "hybrid", "milvus")
+RETRIEVERS: Registry[Retriever] = Registry("retriever")
 
-OPTION_KEYS: dict[str, dict[str, type]] = {
-    "bm25": {"backend": str},
-    "dense": {"embedding_model": str, "batch_size": int, "backend": str},
-    "hybrid": {
-        "alpha": float, "fusion": str, "candidates": int, "embedding_model": str,
-        "batch_size": int, "bm25_backend": str, "dense_backend": str,
-    },
-    "milvus": {
-        "mode": str, "ranker": str, "alpha": float, "candidates": int, "uri": str,
-        "collection": str, "embedding_model": str, "batch_size": int,
-    },
-}
+BM25Backend = Literal["auto", "numba", "numpy"]
+DenseBackend = Literal["auto", "numpy", "faiss"]
 
 
-def _check_name(name: str) -> None:
-    if name not in RETRIEVERS:
-        raise ConfigError(f"unknown retriever {name!r}; choose one of: {', '.join(RETRIEVERS)}")
+class RetrieverOptions(Options):
+    # The option naming this retriever's bm25s backend, if it has a BM25 part (see with_numpy_bm25).
+    bm25_backend_key: ClassVar[str | None] = None
 
 
-def parse_retriever_options(retriever: str, pairs: Sequence[str], flag: str = "--option") -> dict[str, Any]:
-    """``["alpha=0.3", ...]`` -> typed options valid for ``retriever``; errors name ``flag``."""
-    _check_name(retriever)
-    allowed = OPTION_KEYS[retriever]
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key:
-            raise ConfigError(f"{flag} {pair!r}: expected KEY=VALUE")
-        if key not in allowed:
-            raise ConfigError(
-                f"{flag} {key}: not an option of retriever {retriever!r} "
-                f"(options: {', '.join(sorted(allowed)) or 'none'})"
-            )
-        try:
-            out[key] = allowed[key](value.strip())
-        except ValueError as e:
-            raise ConfigError(f"{flag} {pair!r}: {key} must be a {allowed[key].__name__}") from e
-    return out
+class BM25Options(RetrieverOptions):
+    bm25_backend_key: ClassVar[str | None] = "backend"
+    backend: BM25Backend = "auto"
 
 
-def open_retriever(
-    name: str,
-    index_dir: Path,
-    options: dict[str, Any],
-    *,
-    work_dir: Path,
-    progress: bool = True,
-) -> Retriever:
-    """A retriever over a BM25 index directory; the dense part is built next to it when missing
-    (``index_dir/dense``), and the Milvus collection from the index's passages when missing. Over
-    a small-to-big index it searches the small chunks and returns their large chunks."""
-    from dynrag.retrieval.bm25 import _read_manifest
-    from dynrag.retrieval.small_to_big import SmallToBigRetriever, is_small_to_big, load_parents
-
-    _check_name(name)
-    small_to_big = Path(index_dir).is_dir() and is_small_to_big(_read_manifest(Path(index_dir)))
-    parents = load_parents(index_dir) if small_to_big else None  # a missing file fails before any embedding
-    retriever = _open_plain(name, index_dir, options, work_dir=work_dir, progress=progress)
-    return SmallToBigRetriever(retriever, parents) if parents is not None else retriever
+class EmbeddingOptions(RetrieverOptions):
+    embedding_model: str | None = None  # a sentence-embedding model directory; None: the packaged one
+    batch_size: int = Field(64, ge=1)
 
 
-def _open_plain(name: str, index_dir: Path, options: dict[str, Any], *, work_dir: Path, progress: bool) -> Retriever:
-    """``name`` is one of RETRIEVERS (checked by the caller)."""
+class DenseOptions(EmbeddingOptions):
+    backend: DenseBackend = "auto"
+
+
+class HybridOptions(EmbeddingOptions):
+    bm25_backend_key: ClassVar[str | None] = "bm25_backend"
+    alpha: float = Field(DEFAULT_ALPHA, ge=0.0)
+    fusion: Literal["minmax", "rrf"] = "minmax"
+    candidates: int = Field(50, ge=1)
+    bm25_backend: BM25Backend = "auto"
+    dense_backend: DenseBackend = "auto"
+
+
+class MilvusOptions(EmbeddingOptions):
+    mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
+    ranker: Literal["rrf", "weighted"] = "rrf"
+    alpha: float = Field(DEFAULT_ALPHA, ge=0.0)
+    candidates: int = Field(50, ge=1)
+    uri: str | None = None  # default: WORK_DIR/milvus.db (milvus-lite); or a Milvus server URI
+    collection: str | None = None  # default: dynrag_<corpus checksum>
+
+
+def _require_index(name: str, index_dir: Path | None) -> Path:
+    if index_dir is None:
+        raise ConfigError(f"retriever {name!r} searches an index directory: pass --index/--corpus DIR")
+    return Path(index_dir)
+
+
+@RETRIEVERS.register("bm25", BM25Options, summary="BM25 (bm25s) over the index")
+def open_bm25(options: BM25Options, index_dir: Path | None, *, work_dir: Path, progress: bool) -> Retriever:
     from dynrag.retrieval.bm25 import BM25Index
 
-    if name == "bm25":
-        return BM25Index.load(index_dir, backend=options.get("backend", "auto"))
-    embedder = _embedder(options)
-    if name in ("dense", "hybrid"):
-        from dynrag.retrieval.dense import DenseIndex
+    return BM25Index.load(_require_index("bm25", index_dir), backend=options.backend)
 
-        backend = options.get("backend" if name == "dense" else "dense_backend", "auto")
-        dense = _dense(index_dir, embedder, backend, options.get("batch_size", 64), progress)
-        if name == "dense":
-            return dense
-        from dynrag.retrieval.hybrid import HybridRetriever
 
-        bm25 = BM25Index.load(index_dir, backend=options.get("bm25_backend", "auto"))
-        return HybridRetriever(
-            bm25, dense, alpha=options.get("alpha", 0.3), fusion=options.get("fusion", "minmax"),
-            candidates=options.get("candidates", 50),
-        )
-    # the one name left: milvus
+@RETRIEVERS.register("dense", DenseOptions, summary="exact dense search; INDEX/dense built on first use")
+def open_dense(options: DenseOptions, index_dir: Path | None, *, work_dir: Path, progress: bool) -> Retriever:
+    return _dense(_require_index("dense", index_dir), _embedder(options), options.backend, options.batch_size, progress)
+
+
+@RETRIEVERS.register("hybrid", HybridOptions, summary="min-max alpha*BM25 + dense (or RRF)")
+def open_hybrid(options: HybridOptions, index_dir: Path | None, *, work_dir: Path, progress: bool) -> Retriever:
+    from dynrag.retrieval.bm25 import BM25Index
+    from dynrag.retrieval.hybrid import HybridRetriever
+
+    index_dir = _require_index("hybrid", index_dir)
+    dense = _dense(index_dir, _embedder(options), options.dense_backend, options.batch_size, progress)
+    bm25 = BM25Index.load(index_dir, backend=options.bm25_backend)
+    return HybridRetriever(bm25, dense, alpha=options.alpha, fusion=options.fusion, candidates=options.candidates)
+
+
+@RETRIEVERS.register("milvus", MilvusOptions, summary="Milvus (milvus-lite file or server): BM25, dense or hybrid")
+def open_milvus(options: MilvusOptions, index_dir: Path | None, *, work_dir: Path, progress: bool) -> Retriever:
+    from dynrag.retrieval.bm25 import BM25Index
+    from dynrag.retrieval.embedder import Embedder
     from dynrag.retrieval.milvus import MilvusRetriever
 
-    with BM25Index.load(index_dir, backend="numpy") as bm25:
-        sha = bm25.manifest["corpus_sha256"]
-        count = len(bm25)
-        uri = options.get("uri") or str(work_dir / "milvus.db")
-        collection = options.get("collection") or f"dynrag_{sha[:16]}"
-        search = {k: options[k] for k in ("mode", "ranker", "alpha", "candidates") if k in options}
-        if embedder is None:
-            from dynrag.retrieval.embedder import Embedder
-
-            embedder = Embedder.load()
+    search = {"mode": options.mode, "ranker": options.ranker, "alpha": options.alpha,
+              "candidates": options.candidates}
+    embedder = _embedder(options) or Embedder.load()
+    with BM25Index.load(_require_index("milvus", index_dir), backend="numpy") as bm25:
+        sha, count = bm25.manifest["corpus_sha256"], len(bm25)
+        uri = options.uri or str(Path(work_dir) / "milvus.db")
+        collection = options.collection or f"dynrag_{sha[:16]}"
         try:
             retriever = MilvusRetriever.open(uri, collection, embedder, **search)
             if len(retriever) == count:
@@ -121,16 +116,64 @@ def _open_plain(name: str, index_dir: Path, options: dict[str, Any], *, work_dir
             pass
         return MilvusRetriever.build(
             (bm25.passage(i) for i in range(count)), uri, collection, embedder,
-            batch_size=options.get("batch_size", 64), progress=progress, total=count, **search,
+            batch_size=options.batch_size, progress=progress, total=count, **search,
         )
 
 
-def _embedder(options: dict[str, Any]) -> Any:
-    if "embedding_model" not in options:
+def given_options(retriever: str, values: Mapping[str, Any], flag: str = "--option") -> dict[str, Any]:
+    """The options given for ``retriever``, validated and typed, defaults left out (as a run's
+    config records them); errors name ``flag``, the retriever and the valid keys."""
+    return RETRIEVERS.parse_options(retriever, values, flag=flag).model_dump(exclude_unset=True)
+
+
+def parse_retriever_options(retriever: str, pairs: Sequence[str], flag: str = "--option") -> dict[str, Any]:
+    """``["alpha=0.3", ...]`` from the command line -> ``given_options``."""
+    return given_options(retriever, parse_pairs(pairs, flag), flag)
+
+
+def open_retriever(
+    name: str,
+    index_dir: Path | None,
+    options: Mapping[str, Any] | Options | None = None,
+    *,
+    work_dir: Path,
+    progress: bool = True,
+) -> Retriever:
+    """The retriever ``name`` over ``index_dir`` (see the module doc). Over a small-to-big index
+    it searches the small chunks and returns their large chunks."""
+    from dynrag.retrieval.small_to_big import SmallToBigRetriever, is_small_to_big, load_parents
+    from dynrag.retrieval.store import read_manifest
+
+    RETRIEVERS.get(name)  # an unknown name fails before the index is read
+    small_to_big = index_dir is not None and Path(index_dir).is_dir() and is_small_to_big(read_manifest(index_dir))
+    parents = load_parents(index_dir) if small_to_big else None  # a missing file fails before any embedding
+    retriever = RETRIEVERS.open(name, options, index_dir, work_dir=Path(work_dir), progress=progress)
+    return SmallToBigRetriever(retriever, parents) if parents is not None else retriever
+
+
+def with_numpy_bm25(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with the BM25 part on the numpy backend unless the user chose one: numba's JIT
+    costs 6-12 s per process, more than it saves when each question then spends seconds generating."""
+    key = RETRIEVERS.get(name).options.bm25_backend_key  # type: ignore[attr-defined]
+    return {key: "numpy", **options} if key else dict(options)
+
+
+def option_help() -> str:
+    """Every retriever's options with their defaults, for --help."""
+    parts = []
+    for entry in RETRIEVERS:
+        fields = entry.options.model_fields
+        keys = ", ".join(f"{k} ({fields[k].default})" if fields[k].default is not None else k for k in fields)
+        parts.append(f"{entry.name}: {keys}")
+    return ". ".join(parts) + "."
+
+
+def _embedder(options: EmbeddingOptions) -> Any:
+    if options.embedding_model is None:
         return None
     from dynrag.retrieval.embedder import Embedder
 
-    return Embedder.load(options["embedding_model"])
+    return Embedder.load(options.embedding_model)
 
 
 def _dense(index_dir: Path, embedder: Any, backend: Any, batch_size: int, progress: bool) -> Any:
@@ -153,22 +196,3 @@ def _dense(index_dir: Path, embedder: Any, backend: Any, batch_size: int, progre
     dense = DenseIndex.load(index_dir, embedder, backend=backend)
     dense.batch_size = batch_size
     return dense
-
-
-def resolve_retriever(
-    requested: str | None, pairs: Sequence[str], method_options: dict[str, Any]
-) -> tuple[str, dict[str, Any]]:
-    """(retriever name, typed options) for a command: the one asked for, else the chain preset's
-    (``preset=balanced`` / ``best`` mean hybrid), else bm25."""
-    if requested is None:
-        from dynrag.methods.chain import PRESET_RETRIEVERS
-
-        requested = PRESET_RETRIEVERS.get(str(method_options.get("preset", "none")), "bm25")
-    return requested, parse_retriever_options(requested, pairs, flag="--retriever-option")
-
-
-def with_numpy_bm25(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with the BM25 part on the numpy backend unless the user chose one: numba's JIT
-    costs 6-12 s per process, more than it saves when each question then spends seconds generating."""
-    key = {"bm25": "backend", "hybrid": "bm25_backend"}.get(name)
-    return {key: "numpy", **options} if key else dict(options)

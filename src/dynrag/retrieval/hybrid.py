@@ -12,16 +12,12 @@ Reciprocal-rank fusion: ``S = sum over lists of 1 / (k + rank)`` with ranks from
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
 from dynrag.errors import ConfigError
-from dynrag.retrieval.base import Hit, Retriever
-
-if TYPE_CHECKING:
-    from dynrag.retrieval.embedder import Embedder
+from dynrag.retrieval.base import BatchSearch, Hit, Retriever, close_retriever
 
 Fusion = Literal["minmax", "rrf"]
 FUSIONS = ("minmax", "rrf")
@@ -100,7 +96,7 @@ def _best(hits: Sequence[Hit]) -> dict[str, float]:
     return out
 
 
-class HybridRetriever:
+class HybridRetriever(BatchSearch):
     """BM25 + dense over the same corpus: each gives ``candidates`` hits, then they are fused."""
 
     def __init__(
@@ -125,28 +121,6 @@ class HybridRetriever:
         self.candidates = int(candidates)
         self.rrf_k = int(rrf_k)
 
-    @classmethod
-    def open(
-        cls,
-        index_dir: str | Path,
-        *,
-        embedder: Embedder | None = None,
-        alpha: float = DEFAULT_ALPHA,
-        fusion: Fusion = "minmax",
-        candidates: int = 50,
-        bm25_backend: str = "auto",
-    ) -> HybridRetriever:
-        """Both parts of one index directory built with ``dynrag index ... --dense``."""
-        from dynrag.retrieval.bm25 import BM25Index
-        from dynrag.retrieval.dense import DenseIndex
-
-        dense = DenseIndex.load(index_dir, embedder)
-        bm25 = BM25Index.load(index_dir, backend=bm25_backend)  # type: ignore[arg-type]
-        return cls(bm25, dense, alpha=alpha, fusion=fusion, candidates=candidates)
-
-    def search(self, query: str, k: int) -> list[Hit]:
-        return self.search_batch([query], k)[0]
-
     def search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         if not queries:
             return []
@@ -159,7 +133,5 @@ class HybridRetriever:
         ]
 
     def close(self) -> None:
-        for part in (self.bm25, self.dense):
-            close = getattr(part, "close", None)
-            if close is not None:
-                close()
+        close_retriever(self.bm25)
+        close_retriever(self.dense)

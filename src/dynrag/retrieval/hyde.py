@@ -9,7 +9,6 @@ enough; more cost latency for little gain.
 from __future__ import annotations
 
 from dynrag.lm.base import LanguageModel
-from dynrag.retrieval.base import Hit, Retriever
 
 # One worked example shows a small model the shape wanted: a few encyclopedic sentences, one line.
 HYDE_PROMPT = (
@@ -28,29 +27,6 @@ def hypothetical_passage(lm: LanguageModel, question: str, max_new_tokens: int =
     return " ".join(gen.text.split()), gen.decoded_tokens or len(gen)
 
 
-def hyde_query(lm: LanguageModel, question: str, max_new_tokens: int = 64) -> str:
-    """The question followed by a hypothetical passage (just the question when the model writes nothing)."""
-    passage, _ = hypothetical_passage(lm, question, max_new_tokens)
-    return join_query(question, passage)
-
-
 def join_query(question: str, passage: str) -> str:
+    """What HyDE searches with: the question followed by its hypothetical passage."""
     return f"{question.strip()} {passage}".strip()
-
-
-class HydeRetriever:
-    """Wraps any retriever: each query is expanded with a hypothetical passage before searching."""
-
-    def __init__(self, inner: Retriever, lm: LanguageModel, max_new_tokens: int = 64):
-        self.inner, self.lm, self.max_new_tokens = inner, lm, max_new_tokens
-        self.last_query: str | None = None  # the expanded query of the latest search, for traces
-
-    def expand(self, query: str) -> str:
-        return hyde_query(self.lm, query, self.max_new_tokens)
-
-    def search(self, query: str, k: int) -> list[Hit]:
-        self.last_query = self.expand(query)
-        return self.inner.search(self.last_query, k)
-
-    def search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
-        return self.inner.search_batch([self.expand(q) for q in queries], k)

@@ -14,13 +14,11 @@ is an error naming the file and line.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
-from dynrag.errors import DataError
+from dynrag.io import JsonlAppender, read_jsonl
 from dynrag.lm.base import LanguageModel
 from dynrag.retrieval.hyde import HYDE_PROMPT, hypothetical_passage, join_query
 
@@ -40,27 +38,11 @@ class HydePassages:
 
     def _read(self) -> dict[str, dict[str, Any]]:
         assert self.path is not None
-        if not self.path.exists():
-            return {}
-        lines = self.path.read_bytes().split(b"\n")
-        records: dict[str, dict[str, Any]] = {}
-        for number, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-                if not isinstance(record, dict) or record.get("format") != FORMAT:
-                    raise ValueError(f"not a {FORMAT} record")
-                question, passage = record["question"], record["passage"]
-                if not isinstance(question, str) or not isinstance(passage, str):
-                    raise ValueError("question and passage must be strings")
-            except (ValueError, KeyError) as exc:
-                if number == len(lines):  # unterminated last line: a write cut short
-                    break
-                raise DataError(str(self.path), str(exc), line=number) from exc
-            if all(record.get(k) == v for k, v in self._key.items()):
-                records[question] = record
-        return records
+        return {
+            record["question"]: record
+            for record in read_jsonl(self.path, validate=_record_problem)
+            if all(record.get(k) == v for k, v in self._key.items())
+        }
 
     def passage(self, question: str) -> str:
         record = self.records.get(question)
@@ -74,11 +56,8 @@ class HydePassages:
         self.records[question] = record
         self.generated += 1
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            with JsonlAppender(self.path) as out:
+                out.append(record)
         return passage
 
     def expand(self, questions: list[str]) -> list[str]:
@@ -88,3 +67,11 @@ class HydePassages:
     def generation_seconds(self, questions: list[str]) -> float:
         """Seconds the model spent writing these questions' passages (as recorded when written)."""
         return sum(self.records[q]["seconds"] for q in questions if q in self.records)
+
+
+def _record_problem(record: Any) -> str | None:
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        return f"not a {FORMAT} record"
+    if not isinstance(record.get("question"), str) or not isinstance(record.get("passage"), str):
+        return "question and passage must be strings"
+    return None

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError, DynragError, IndexError_
-from dynrag.retrieval.base import Hit
+from dynrag.retrieval.base import BatchSearch, Hit, without_blank_queries
 
 if TYPE_CHECKING:
     from dynrag.retrieval.embedder import Embedder
@@ -82,7 +82,7 @@ def connect(uri: str | Path = DEFAULT_URI) -> Any:
         raise IndexError_(f"cannot open Milvus at {uri}: {str(e).splitlines()[0]}") from e
 
 
-class MilvusRetriever:
+class MilvusRetriever(BatchSearch):
     """BM25, dense or hybrid search over one Milvus collection."""
 
     def __init__(
@@ -212,7 +212,7 @@ class MilvusRetriever:
 
     # ---- searching ------------------------------------------------------------------------
 
-    def search(self, query: str, k: int, mode: Mode | None = None) -> list[Hit]:
+    def search(self, query: str, k: int, mode: Mode | None = None) -> list[Hit]:  # BatchSearch's, plus mode
         return self.search_batch([query], k, mode)[0]
 
     def search_batch(self, queries: list[str], k: int, mode: Mode | None = None) -> list[list[Hit]]:
@@ -221,6 +221,9 @@ class MilvusRetriever:
             raise ConfigError(f"unknown Milvus search mode {mode!r}; use hybrid, bm25 or dense")
         if not queries or k <= 0:
             return [[] for _ in queries]
+        return without_blank_queries(queries, lambda texts: self._search(texts, k, mode))
+
+    def _search(self, queries: list[str], k: int, mode: Mode) -> list[list[Hit]]:
         pm = _pymilvus()
         out_fields = ["pid", "title", "text"]
         if mode == "bm25":
@@ -255,12 +258,6 @@ class MilvusRetriever:
 
     def close(self) -> None:
         self.client.close()
-
-    def __enter__(self) -> MilvusRetriever:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # ---- helpers ----------------------------------------------------------------------------------

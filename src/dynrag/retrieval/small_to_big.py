@@ -9,16 +9,16 @@ with the rest). ``retrieval/factory.py`` wraps any retriever over such an index 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import IndexError_
-from dynrag.retrieval.base import Hit, Retriever
+from dynrag.errors import DataError, IndexError_
+from dynrag.io import read_jsonl
+from dynrag.retrieval.base import BatchSearch, Hit, Retriever, close_retriever
+from dynrag.retrieval.store import PARENTS as PARENTS_FILE
 from dynrag.text.chunking import parse_chunk_spec, small_chunk_parent
-
-PARENTS_FILE = "parents.jsonl"
 
 
 def is_small_to_big(manifest: dict) -> bool:
@@ -28,21 +28,22 @@ def is_small_to_big(manifest: dict) -> bool:
 def load_parents(index_dir: Path) -> dict[str, Passage]:
     """The large chunks of a small-to-big index, by id."""
     path = Path(index_dir) / PARENTS_FILE
-    parents: dict[str, Passage] = {}
+    if not path.is_file():
+        raise IndexError_(f"{index_dir}: a small-to-big index without {PARENTS_FILE}; rebuild it")
     try:
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                try:
-                    record = json.loads(line)
-                    parents[record["id"]] = Passage(record["id"], record["title"], record["text"])
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise IndexError_(f"{path}:{number}: not a passage record ({exc}); rebuild the index") from exc
-    except FileNotFoundError as exc:
-        raise IndexError_(f"{index_dir}: a small-to-big index without {PARENTS_FILE}; rebuild it") from exc
-    return parents
+        records = read_jsonl(path, validate=_passage_problem, whole=True)
+    except DataError as exc:
+        raise IndexError_(f"{exc}; rebuild the index") from exc
+    return {r["id"]: Passage(r["id"], r["title"], r["text"]) for r in records}
 
 
-class SmallToBigRetriever:
+def _passage_problem(record: Any) -> str | None:
+    if isinstance(record, dict) and all(isinstance(record.get(k), str) for k in ("id", "title", "text")):
+        return None
+    return "not a passage record (id, title, text)"
+
+
+class SmallToBigRetriever(BatchSearch):
     """Search small chunks, return their enclosing large chunks.
 
     Each large chunk appears once, scored by its best small chunk, best first. The small-chunk
@@ -62,13 +63,8 @@ class SmallToBigRetriever:
         self.fanout = max(1, int(fanout))
         self.max_fanout = max(self.fanout, int(max_fanout))
 
-    def search(self, query: str, k: int) -> list[Hit]:
-        return self.search_batch([query], k)[0]
-
     def close(self) -> None:
-        close = getattr(self.small, "close", None)
-        if close is not None:
-            close()
+        close_retriever(self.small)
 
     def search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         results = [None] * len(queries)

@@ -149,14 +149,7 @@ def _first_error(e: ValueError) -> str:
     return "sizes must be whole numbers"
 
 
-# ---- sliding window and small-to-big (best-practices paper, section 3.2.2) ---------------------
-
-
-def sliding_window(passage: Passage, size: int, overlap: int = 0) -> list[Passage]:
-    """The sliding-window strategy: windows of ``size`` words, each sharing ``overlap`` words with
-    the previous one. This is exactly ``chunk_by_tokens`` (chunk spec ``tokens:SIZE:OVERLAP``),
-    named as the best-practices paper names it (it used 512-token windows with 20 overlapping)."""
-    return chunk_by_tokens(passage, size, overlap)
+# ---- small-to-big (best-practices paper, section 3.2.2; its sliding window is tokens:SIZE:OVERLAP) --
 
 
 SMALL_SEP = "/s"  # small chunk id = "{parent id}/s{n}"; the last SMALL_SEP is always ours
@@ -197,23 +190,6 @@ def small_to_big(
         ]
         out.append((large, smalls))
     return out
-
-
-def small_to_big_corpus(
-    passages: Iterable[Passage],
-    small_size: int,
-    large_size: int,
-    small_overlap: int = 0,
-    large_overlap: int = 0,
-) -> tuple[list[Passage], dict[str, Passage]]:
-    """(small chunks to index, {large id: large chunk}) for a whole corpus, in memory."""
-    smalls: list[Passage] = []
-    larges: dict[str, Passage] = {}
-    for passage in passages:
-        for large, chunk_smalls in small_to_big(passage, small_size, large_size, small_overlap, large_overlap):
-            larges[large.id] = large
-            smalls.extend(chunk_smalls)
-    return smalls, larges
 
 
 def small_chunks_keeping_large(

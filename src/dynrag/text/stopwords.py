@@ -9,8 +9,8 @@ scoring deterministic and install-free, and the differences are confined to rare
 from __future__ import annotations
 
 import unicodedata
-
-import bm25s.stopwords as _bm25s_stopwords
+from functools import cache
+from typing import Any
 
 # Contraction tails as tokenizers emit them once the word is split ("is" + "n't", "Quist" + "'s").
 _CONTRACTION_PIECES = frozenset(
@@ -31,16 +31,24 @@ _EXTRA = frozenset(
 )
 
 
-def _load_bm25s_lists() -> frozenset[str]:
-    # Older bm25s releases ship only STOPWORDS_EN; take whatever English lists exist.
+@cache
+def stopwords() -> frozenset[str]:
+    """Lower-case English stopwords (bm25s lists + contraction pieces + extra function words).
+
+    Built on first use: importing bm25s loads numba, which costs a command's start-up a third of a
+    second when it never scores a word."""
+    import bm25s.stopwords as lists
+
     words: set[str] = set()
-    for name in ("STOPWORDS_EN", "STOPWORDS_EN_PLUS"):
-        words.update(w.lower() for w in getattr(_bm25s_stopwords, name, ()))
-    return frozenset(words)
+    for name in ("STOPWORDS_EN", "STOPWORDS_EN_PLUS"):  # older bm25s releases ship only the first
+        words.update(w.lower() for w in getattr(lists, name, ()))
+    return frozenset(words) | _CONTRACTION_PIECES | _EXTRA
 
 
-STOPWORDS_EN: frozenset[str] = _load_bm25s_lists() | _CONTRACTION_PIECES | _EXTRA
-"""Lower-case English stopwords (bm25s lists + contraction pieces + extra function words)."""
+def __getattr__(name: str) -> Any:
+    if name == "STOPWORDS_EN":  # the set as a module constant, built on first access
+        return stopwords()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _normalise_apostrophes(word: str) -> str:
@@ -68,22 +76,23 @@ def is_content_word(word: str) -> bool:
     """True when ``word`` carries meaning: ``s_i = 0`` for stopwords, punctuation and blanks, else 1.
 
     The word is stripped of surrounding punctuation ("Paris." -> "Paris") and compared
-    case-insensitively with :data:`STOPWORDS_EN`. Numbers ("1887", "3.5") count as content.
+    case-insensitively with ``stopwords()``. Numbers ("1887", "3.5") count as content.
     """
     core = strip_punctuation(_normalise_apostrophes(word))
     if not core:
         return False
     lowered = core.lower()
-    if lowered in STOPWORDS_EN:
+    stop = stopwords()
+    if lowered in stop:
         return False
     # "don't" / "Quist's" reach here whole; a stopword followed by a contraction tail ("it's",
     # "they're") is still a stopword, but a name with a possessive ("Quist's") is content.
     for tail in ("n't", "'s", "'re", "'ve", "'ll", "'d", "'m"):
         if lowered.endswith(tail) and len(lowered) > len(tail):
             head = lowered[: -len(tail)]
-            if head in STOPWORDS_EN or (tail == "n't" and head + "n" in STOPWORDS_EN):
+            if head in stop or (tail == "n't" and head + "n" in stop):
                 return False
     return True
 
 
-__all__ = ["STOPWORDS_EN", "is_content_word", "strip_punctuation"]
+__all__ = ["STOPWORDS_EN", "is_content_word", "stopwords", "strip_punctuation"]

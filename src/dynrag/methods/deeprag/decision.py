@@ -12,8 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from dynrag.errors import ConfigError
-from dynrag.lm.base import LanguageModel, Prompt
+from dynrag.lm.base import LanguageModel, Prompt, require
 from dynrag.methods.deeprag.narrative import ANSWER, RETRIEVE
 
 
@@ -27,13 +26,8 @@ def wants_retrieval(margin: float) -> bool:
 
 def next_token_logprobs(lm: LanguageModel, prompt: Prompt, candidates: Sequence[str]) -> np.ndarray:
     """log P(first token of each candidate | prompt), from a backend that can score next tokens."""
-    scorer = getattr(lm, "next_token_logprobs", None)
-    if scorer is None:
-        raise ConfigError(
-            f"decision=margin needs a model backend that returns next-token log-probabilities; "
-            f"{lm.name!r} does not (use decision=generate)"
-        )
-    return np.asarray(scorer(prompt, list(candidates)), dtype=np.float64)
+    require(lm, "next_token_logprobs", needed_by="deeprag with decision=margin", instead="use decision=generate")
+    return np.asarray(lm.next_token_logprobs(prompt, list(candidates)), dtype=np.float64)
 
 
 def marker_margin(lm: LanguageModel, prompt: Prompt, bias: float = 0.0) -> tuple[float, float, float]:

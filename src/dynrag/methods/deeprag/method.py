@@ -14,8 +14,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from dynrag.corpus.passage import Passage
-from dynrag.lm.base import Generation, LanguageModel
-from dynrag.methods.base import Answer, MethodOptions, Retrieval, Step, Trace
+from dynrag.lm.base import Generation, LanguageModel, require
+from dynrag.methods.base import Answer, MethodOptions, Step, Trace
+from dynrag.methods.chain import ChainOptions, RetrievingMethod
 from dynrag.methods.deeprag.decision import wants_retrieval
 from dynrag.methods.deeprag.narrative import (
     QUESTION_SEG,
@@ -31,7 +32,7 @@ from dynrag.methods.prompting import PromptBuilder
 from dynrag.retrieval.base import Hit, Retriever
 
 
-class DeepRagOptions(MethodOptions):
+class DeepRagOptions(ChainOptions):
     max_new_tokens: int = Field(256, ge=8, description="budget of generated tokens over the whole narrative")
     decision: Literal["generate", "margin"] = Field(
         "generate", description="generate: the model's own continuation; margin: marker log-probabilities + bias"
@@ -49,12 +50,16 @@ def hit_passage(hit: Hit) -> Passage:
     return Passage(hit.id, hit.title, hit.text)
 
 
-class DeepRag:
+class DeepRag(RetrievingMethod):
+    """deeprag: the model writes sub-questions and decides for each whether to retrieve."""
+
     name: ClassVar[str] = "deeprag"
     Options: ClassVar[type[MethodOptions]] = DeepRagOptions
 
     def __init__(self, lm: LanguageModel, builder: PromptBuilder | None, options: DeepRagOptions, retriever: Retriever):
-        self.lm, self.options, self.retriever = lm, options, retriever
+        super().__init__(lm, builder, options, retriever)
+        if options.decision == "margin":
+            require(lm, "next_token_logprobs", needed_by="deeprag with decision=margin", instead="use decision=generate")
         shots = options.shots
         if shots is None:
             trained = trained_prompt_shots(lm.name)
@@ -72,6 +77,8 @@ class DeepRag:
         opts = self.options
         trace = Trace(question, self.name, self.lm.name, {**opts.model_dump(), "shots": self.narrative.shots})
         run = _Run(self, question, trace)
+        # Query classification (when on) decides once: a question it says needs none never retrieves.
+        run.may_retrieve = self.chain.needs_retrieval(question, trace)
         final: str | None = None
         while len(run.steps) < opts.max_steps and run.budget_left() > 0:
             kind, text = run.next_line()
@@ -94,6 +101,7 @@ class _Run:
         self.m, self.w, self.question, self.trace = method, method.writer, question, trace
         self.steps: list[NarrativeStep] = []
         self.spent = 0
+        self.may_retrieve = True
 
     def budget_left(self) -> int:
         return self.m.options.max_new_tokens - self.spent
@@ -123,11 +131,12 @@ class _Run:
             decision_text, retrieve = gen.text, kind == "retrieve"
             if kind == "parametric" and rest:
                 answer = rest  # written on the decision line: no second generation
+        overruled = retrieve and not self.may_retrieve
+        retrieve = retrieve and self.may_retrieve
         passages: tuple[Passage, ...] | None = None
-        if retrieve:
-            hits = self.m.retriever.search(subquery, opts.k)
+        if retrieve:  # through the retrieval chain: plain top-k unless chain options are set
             reason = f"step {number}" + (f", margin {margin:+.3f}" if margin is not None else "")
-            self.trace.retrievals.append(Retrieval(subquery, hits, position=self.spent, reason=reason))
+            hits = self.m.chain.retrieve(subquery, self.trace, position=self.spent, reason=reason)
             passages = tuple(hit_passage(h) for h in hits)
         details: dict[str, Any] = {
             "step": number,
@@ -137,6 +146,7 @@ class _Run:
             "logprob_retrieve": None if lp_retrieve is None else round(lp_retrieve, 4),
             "logprob_answer": None if lp_answer is None else round(lp_answer, 4),
             "decision_text": decision_text,
+            "overruled_by_classifier": overruled,
             "hits": [p.id for p in passages or ()],
         }
         if answer is None:

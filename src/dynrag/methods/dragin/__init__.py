@@ -1,25 +1,9 @@
-"""DRAGIN: RIND decides when to retrieve, QFS decides what to ask (DESIGN §5)."""
+"""DRAGIN: RIND decides when to retrieve, QFS decides what to ask (DESIGN §5).
 
-from dynrag.methods.dragin.scoring import (
-    first_trigger,
-    qfs_select,
-    reference_attention_weights,
-    reference_scores,
-    reference_token_weights,
-    rind_scores,
-    word_attention,
-    word_entropy,
-)
+scoring.py holds the formulas (RIND, QFS, the reference variant's weights) as pure functions;
+method.py the loop that uses them.
+"""
 
-__all__ = [
-    "first_trigger",
-    "qfs_select",
-    "reference_attention_weights",
-    "reference_scores",
-    "reference_token_weights",
-    "rind_scores",
-    "word_attention",
-    "word_entropy",
-]
+from dynrag.methods.dragin.method import Dragin, DraginOptions
 
-from dynrag.methods.dragin.method import Dragin, DraginOptions  # noqa: E402  (after the formulas it uses)
+__all__ = ["Dragin", "DraginOptions"]

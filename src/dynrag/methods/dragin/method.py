@@ -14,8 +14,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from dynrag.errors import ConfigError
-from dynrag.lm.base import Generation
+from dynrag.lm.base import Generation, require
 from dynrag.methods.base import Answer
 from dynrag.methods.dragin.scoring import (
     first_trigger,
@@ -105,11 +104,12 @@ class Dragin(IterativeMethod):
     Options: ClassVar[type] = DraginOptions
 
     def __init__(self, lm, builder, options, retriever):
-        if not lm.capabilities.attention:
-            raise ConfigError(
-                f"method 'dragin' needs last-layer attention, which model {lm.name!r} cannot give; "
-                "use a local model (bundled or hf:) or a method that needs only log-probabilities (flare)"
-            )
+        instead = "use a local model (bundled or hf:) or a method that needs only log-probabilities (flare)"
+        require(lm, "logprobs", needed_by="method 'dragin'", instead=instead)
+        require(lm, "attention", needed_by="method 'dragin'", instead=instead)
+        if options.variant == "reference":
+            require(lm, "attention_pass", needed_by="method 'dragin' with variant=reference",
+                    instead="use variant=paper, which needs only what decoding captured")
         super().__init__(lm, builder, options, retriever)
 
     @property

@@ -1,8 +1,8 @@
 """Retrieval-only evaluation: recall@K, support_all@K and MRR of a retriever on a QA benchmark's
-supporting passages, plus its speed; the engine of ``dynrag eval-retrieval``.
+supporting passages, plus its speed; the engine of ``dynrag eval-retrieval`` (eval/cli.py).
 
-Metrics, per question with at least one gold supporting passage (questions without any are
-counted in ``n_without_support`` and left out):
+Metrics (pure functions in metrics.py), per question with at least one gold supporting passage
+(questions without any are counted in ``n_without_support`` and left out):
 
 - ``recall@K``: the fraction of the question's distinct gold passages among the top K hits;
 - ``support_all@K``: 1 when every gold passage is in the top K, else 0;
@@ -13,57 +13,20 @@ the wall time of the searches (and of ``query_transform``, when given), after on
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
+
 from dynrag.errors import ConfigError, DynragError
 from dynrag.eval.loaders import QAExample
+from dynrag.eval.metrics import recall_at_k, reciprocal_rank, support_all_at_k
 from dynrag.retrieval.base import Retriever
 
 QueryTransform = Callable[[list[str]], list[str]]
-
-
-# ---- metrics (pure) ---------------------------------------------------------------------------
-
-
-def recall_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
-    """Fraction of the distinct gold ids found in ``ranked[:k]``."""
-    gold_set = set(gold)
-    if not gold_set:
-        raise ValueError("recall needs at least one gold id")
-    return len(gold_set & set(ranked[:k])) / len(gold_set)
-
-
-def support_all_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
-    """1.0 when every gold id is in ``ranked[:k]``, else 0.0."""
-    gold_set = set(gold)
-    if not gold_set:
-        raise ValueError("support_all needs at least one gold id")
-    return 1.0 if gold_set <= set(ranked[:k]) else 0.0
-
-
-def reciprocal_rank(ranked: Sequence[str], gold: Iterable[str]) -> float:
-    """1 / (1-based rank of the first gold id in ``ranked``); 0.0 when none is there."""
-    gold_set = set(gold)
-    for rank, pid in enumerate(ranked, start=1):
-        if pid in gold_set:
-            return 1.0 / rank
-    return 0.0
-
-
-def parse_ks(text: str) -> list[int]:
-    """"3,10" -> [3, 10] (sorted, distinct, each >= 1)."""
-    try:
-        ks = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError as e:
-        raise ConfigError(f"--k {text!r}: expected comma-separated whole numbers such as 3,10") from e
-    if not ks or ks[0] < 1:
-        raise ConfigError(f"--k {text!r}: expected comma-separated numbers >= 1 such as 3,10")
-    return ks
 
 
 # ---- evaluation -------------------------------------------------------------------------------
@@ -146,10 +109,52 @@ def evaluate_retrieval(
 
 def write_outputs(out: Path, result: RetrievalResult, meta: dict[str, Any]) -> Path:
     """DIR/summary.json (meta + metrics) and DIR/rankings.jsonl; returns the summary path."""
-    from dynrag.eval.rundir import write_atomic, write_json
+    from dynrag.io import atomic_write_json, atomic_write_text, json_line
 
     out.mkdir(parents=True, exist_ok=True)
     summary = {**meta, **result.summary}
-    write_atomic(out / "rankings.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in result.rankings))
-    write_json(out / "summary.json", summary)
+    atomic_write_text(out / "rankings.jsonl", "".join(map(json_line, result.rankings)))
+    atomic_write_json(out / "summary.json", summary)
     return out / "summary.json"
+
+
+def write_hyde_passages(passages, questions: list[str], progress: bool) -> int:
+    """Have a passage for every question; returns how many the model wrote now."""
+    from tqdm import tqdm
+
+    before = passages.generated
+    for question in tqdm(questions, desc="HyDE passages", unit=" q", disable=not progress):
+        passages.passage(question)
+    return passages.generated - before
+
+
+def hyde_summary(passages, questions: list[str], written: int, summary: dict) -> dict:
+    """What HyDE cost: passages written now or reused, and queries/s counting the model's writing
+    time (as recorded when each passage was written, so a reused file reports the same figure)."""
+    generation = passages.generation_seconds(questions)
+    return {
+        "hyde_model": passages.lm.name,
+        "hyde_max_new_tokens": passages.max_new_tokens,
+        "hyde_cache": str(Path(passages.path).resolve()) if passages.path else None,
+        "hyde_generated": written,
+        "hyde_reused": len(questions) - written,
+        "hyde_generation_seconds": generation,
+        "queries_per_second_with_generation": summary["n"] / (summary["search_seconds"] + generation),
+    }
+
+
+def summary_table(summary: dict, ks: list[int]) -> Table:
+    """One row per metric (a wide row of columns wraps its headers in a narrow terminal)."""
+    opts = ", ".join(f"{k}={v}" for k, v in summary.get("options", {}).items())
+    hyde = " + HyDE" if summary.get("query_transform") == "hyde" else ""
+    title = f"{summary['retriever']}" + (f" ({opts})" if opts else "") + hyde + f" on {summary['dataset']}"
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("n", str(summary["n"]))
+    for name in [f"recall@{k}" for k in ks] + [f"support_all@{k}" for k in ks] + ["mrr"]:
+        table.add_row(name, f"{summary[name]:.3f}")
+    table.add_row("queries_per_second", f"{summary['queries_per_second']:.1f}")
+    if "queries_per_second_with_generation" in summary:
+        table.add_row("queries_per_second_with_generation", f"{summary['queries_per_second_with_generation']:.2f}")
+    return table

@@ -1,0 +1,203 @@
+"""One run's configuration: a YAML file (``--config run.yaml``) and command-line flags over it.
+
+``dynrag ask``, ``dynrag eval`` and ``dynrag eval-retrieval`` read the same ``RunConfig``; each
+uses the keys it needs (a file can hold them all). A flag given on the command line wins over the
+file's value; ``--option`` / ``--retriever-option`` pairs are merged into the file's ``options`` /
+``retriever_options`` key by key. Every key is validated: an unknown or bad one is an error naming
+its key path and where it came from (``run.yaml: retriever_options.alpah: ...``), the method's
+options against the method registry and the retriever's against the retriever registry.
+
+An eval run directory keeps the resolved configuration as ``config.yaml`` (written by the runner
+with these keys), so ``dynrag eval --config RUN/config.yaml`` runs the same evaluation again:
+into the same directory it resumes, into another (``--out``) it reproduces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+
+from dynrag.errors import ConfigError, DataError
+from dynrag.registry import Options, parse_pairs
+
+CONFIG_YAML = "config.yaml"
+
+
+class RunConfig(Options):
+    """Every key of a run configuration file (see docs/evaluation.md for a complete example)."""
+
+    # what answers
+    method: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)  # the method's options
+    model: str = "bundled"
+    exemplars: str | None = None
+    # what it searches
+    retriever: str | None = None  # None: the chain preset's (hybrid for balanced/best), else bm25
+    retriever_options: dict[str, Any] = Field(default_factory=dict)
+    index: Path | None = None  # ask: an index directory
+    corpus: str | None = None  # eval, eval-retrieval: "contexts" or an index directory
+    # the benchmark
+    dataset: str | None = None
+    data: Path | None = None
+    limit: int | None = Field(None, ge=1)
+    aliases: Path | None = None
+    skip_bad: bool = False
+    baseline: Path | None = None
+    out: Path | None = None
+    # eval-retrieval
+    k: list[int] = Field(default_factory=lambda: [3, 10])
+    hyde: bool = False
+    hyde_cache: Path | None = None
+    hyde_max_new_tokens: int = Field(64, ge=1)
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _ks(cls, value: Any) -> Any:
+        if isinstance(value, (str, int)):
+            value = [part for part in str(value).split(",") if part.strip()]
+        if isinstance(value, list) and not value:
+            raise ValueError("needs at least one cut-off, e.g. [3, 10]")
+        return value
+
+    @field_validator("k")
+    @classmethod
+    def _ks_positive(cls, value: list[int]) -> list[int]:
+        if min(value) < 1:
+            raise ValueError("cut-offs must be >= 1")
+        return sorted(set(value))
+
+
+# The command-line flag of each key, for messages about values that came from the command line.
+FLAGS = {name: "--" + name.replace("_", "-") for name in RunConfig.model_fields}
+FLAGS.update({"options": "--option", "retriever_options": "--retriever-option"})
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The mapping in a YAML run configuration; errors name the file (and line)."""
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(str(path), f"cannot read the run configuration ({exc.strerror or exc})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise DataError(str(path), f"not valid YAML ({problem})", mark.line + 1 if mark else None) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise DataError(str(path), f"a run configuration is a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def load_run_config(
+    path: Path | None,
+    flags: Mapping[str, Any],
+    option_pairs: Sequence[str] = (),
+    retriever_pairs: Sequence[str] = (),
+    *,
+    option_flag: str = "--option",
+    retriever_flag: str = "--retriever-option",
+) -> RunConfig:
+    """The file at ``path`` (if any) with the given flags over it, validated. ``flags`` holds the
+    flags the user gave (None values mean "not given"); the pairs are KEY=VALUE strings."""
+    source = str(path) if path is not None else None
+    values: dict[str, Any] = read_config_file(path) if path is not None else {}
+    origin = {key: source for key in values}
+    for key, value in flags.items():
+        if value is not None:
+            values[key], origin[key] = value, FLAGS.get(key, key)
+    for key, pairs, flag in (("options", option_pairs, option_flag), ("retriever_options", retriever_pairs, retriever_flag)):
+        given = parse_pairs(pairs, flag)
+        nested = values.get(key) or {}
+        if not isinstance(nested, dict):
+            raise ConfigError(f"{source}: {key}: expected a mapping of KEY: VALUE, got {type(nested).__name__}")
+        if given:
+            values[key] = {**nested, **given}
+            origin.update({f"{key}.{k}": flag for k in given})
+    try:
+        config = RunConfig(**values)
+    except ValidationError as exc:
+        raise ConfigError(_message(exc, origin, source)) from exc
+    _check_section(config, "options", origin, source)
+    _check_section(config, "retriever_options", origin, source)
+    return config
+
+
+def _where(key: str, origin: Mapping[str, str | None], source: str | None) -> str:
+    key = key.split(" ")[0]
+    top = key.split(".")[0]
+    return origin.get(key) or origin.get(top) or source or FLAGS.get(top, top)
+
+
+def _message(
+    exc: ValidationError, origin: Mapping[str, str | None], source: str | None, prefix: str = "", of: str = ""
+) -> str:
+    err = exc.errors()[0]
+    key = prefix + ".".join(str(p) for p in err["loc"]) + of
+    if err["type"] == "extra_forbidden":
+        what = "unknown key" + (f"; valid keys: {', '.join(RunConfig.model_fields)}" if not prefix else "")
+    else:
+        given = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], (dict, list)) else ""
+        what = f"{err['msg']}{given}"
+    return f"{_where(key, origin, source)}: {key}: {what}"
+
+
+def _check_section(config: RunConfig, key: str, origin: Mapping[str, str | None], source: str | None) -> None:
+    """``options`` against the method's model, ``retriever_options`` against the retriever's."""
+    values = getattr(config, key)
+    if key == "options":
+        if config.method is None:
+            return  # the command says a method is needed, or uses none
+        from dynrag.methods.registry import METHODS as registry
+
+        name = config.method
+    else:
+        from dynrag.retrieval.factory import RETRIEVERS as registry
+
+        if config.retriever is None:
+            if not values:
+                return
+            from dynrag.methods.chain import preset_retriever
+
+            name = preset_retriever(config.options)
+        else:
+            name = config.retriever
+    entry = registry.get(name)  # unknown names list the choices
+    fields = entry.options.model_fields
+    for option in values:
+        if option not in fields:
+            raise ConfigError(
+                f"{_where(f'{key}.{option}', origin, source)}: {key}.{option}: unknown option of "
+                f"{registry.kind} {name!r}; valid options: {', '.join(sorted(fields)) or 'none'}"
+            )
+    try:
+        entry.options(**values)
+    except ValidationError as exc:
+        raise ConfigError(_message(exc, origin, source, prefix=f"{key}.", of=f" of {registry.kind} {name!r}")) from exc
+
+
+def require(config: RunConfig, *keys: str) -> None:
+    """Each key must be set, by a flag or by the file."""
+    for key in keys:
+        if getattr(config, key) is None:
+            raise ConfigError(f"{FLAGS[key]} is required (or `{key}:` in --config)")
+
+
+def eval_request(config: RunConfig) -> Any:
+    """The runner's request for ``dynrag eval``."""
+    from dynrag.eval.runner import EvalRequest
+
+    require(config, "dataset", "data", "method", "out")
+    return EvalRequest(
+        dataset=config.dataset, data=config.data, method=config.method, out=config.out, corpus=config.corpus,
+        limit=config.limit, model=config.model, options=dict(config.options), exemplars=config.exemplars,
+        aliases=config.aliases, skip_bad=config.skip_bad, baseline=config.baseline, retriever=config.retriever,
+        retriever_options=dict(config.retriever_options),
+    )

@@ -1,0 +1,55 @@
+"""The steps every evaluation command shares: load a benchmark's questions (reporting what was
+left out) and find the index to search (the pooled contexts, built or reused, or a given one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from dynrag.errors import ConfigError, DataError
+from dynrag.eval.loaders import LoadReport, QAExample, load_examples
+from dynrag.eval.pool import CONTEXTS_INDEX, contexts_index, pool_contexts
+
+
+def load_questions(
+    dataset: str,
+    data: Path,
+    console: Console,
+    *,
+    aliases: dict[str, list[str]] | None = None,
+    skip_bad: bool = False,
+    limit: int | None = None,
+) -> tuple[list[QAExample], LoadReport]:
+    """The questions of a benchmark file; skipped and excluded records are reported on ``console``."""
+    report = LoadReport()
+    examples = list(load_examples(dataset, data, aliases=aliases, skip_bad=skip_bad, report=report, limit=limit))
+    if report.skipped:
+        console.print(f"[yellow]skipped {report.skipped} bad record(s)[/yellow]; first: {report.messages[0]}")
+    for reason, count in report.excluded.items():
+        console.print(f"excluded {count} record(s): {reason}")
+    if not examples:
+        raise DataError(str(data), "no questions to evaluate")
+    return examples, report
+
+
+def check_corpus(corpus: str) -> Path | None:
+    """``--corpus``: "contexts" (None: pooled per run) or an existing index directory."""
+    if corpus == "contexts":
+        return None
+    path = Path(corpus)
+    if not path.is_dir():
+        raise ConfigError(f"--corpus {corpus}: no such index directory (or use --corpus contexts)")
+    return path
+
+
+def corpus_index(corpus: str, out: Path, examples: list[QAExample], console: Console, progress: bool) -> Path:
+    """The index directory to search: for "contexts", OUT/contexts-index holding the questions'
+    pooled context paragraphs (reused when it holds exactly those, else rebuilt)."""
+    given = check_corpus(corpus)
+    if given is not None:
+        return given
+    index, built = contexts_index(out, pool_contexts(examples), progress=progress)
+    index.close()
+    console.print(f"{'built' if built else 'reusing'} {out / CONTEXTS_INDEX} ({len(index)} passages)")
+    return out / CONTEXTS_INDEX

@@ -1,0 +1,226 @@
+"""Building a BM25 index directory: a streaming pass that writes the passage store and the score
+matrix, in constant memory in corpus size, swapped into place atomically.
+
+Title and text of a passage are indexed together. Scores are bm25s's "lucene" BM25 (k1=1.5,
+b=0.75). The score matrix is computed here, vectorised per batch, with the same arithmetic as
+bm25s.BM25.index: bm25s's per-document Python loop would cap ingest speed, and it needs every
+document's tokens in memory at once. Files written (besides the passage store, see store.py):
+
+  manifest.json              format, version, passage count, corpus checksum, tokenizer settings
+  *.index.npy, *.index.json  bm25s's own files (CSC score matrix, vocabulary, parameters)
+  parents.jsonl              the large chunks, for an index chunked small-to-big
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import numpy as np
+
+import dynrag
+from dynrag.corpus.passage import Passage
+from dynrag.io import atomic_directory, atomic_write_json, json_line
+from dynrag.retrieval.store import (
+    INDEX_FORMAT,
+    INDEX_FORMAT_VERSION,
+    PARENTS,
+    PassageWriter,
+    check_replaceable,
+    progress_bar,
+)
+from dynrag.retrieval.tokenizer import TOKENIZER_SETTINGS, BM25Tokenizer
+from dynrag.text.chunking import ChunkSpec, chunk_passages, small_chunks_keeping_large
+
+K1, B, METHOD = 1.5, 0.75, "lucene"
+
+# A batch is tokenised and written in one go. Its size bounds the build's working memory (the
+# corpus size does not), while still amortising the per-call numpy overhead.
+_BATCH_PASSAGES = 1024
+_BATCH_CHARS = 1 << 20
+
+
+def build_bm25_index(
+    passages: Iterable[Passage],
+    out_dir: str | Path,
+    *,
+    progress: bool = True,
+    chunk: ChunkSpec | None = None,
+    total: int | None = None,
+) -> dict[str, Any]:
+    """Index a stream of passages into ``out_dir`` and return the manifest written.
+
+    Passages are consumed one batch at a time: texts go straight to disk and token postings to
+    scratch files, so memory holds one batch, the vocabulary, 20 bytes a passage and, at the end,
+    the score matrix itself (8 bytes a posting). Everything is written to a temporary sibling
+    directory that replaces ``out_dir`` only when complete, so an error or crash mid-build leaves
+    an existing index untouched. ``chunk`` splits passages on the fly; ``total`` sizes the
+    progress bar when known.
+    """
+    with atomic_directory(out_dir, check=check_replaceable) as tmp:
+        if chunk is not None and chunk.kind == "small-to-big":
+            return _write_small_to_big(passages, chunk, tmp, progress, total)
+        return _write_index(chunk_passages(passages, chunk), tmp, progress, total, chunk)
+
+
+def _write_small_to_big(
+    passages: Iterable[Passage], chunk: ChunkSpec, tmp: Path, progress: bool, total: int | None
+) -> dict[str, Any]:
+    """Index the small chunks; write their large chunks to parents.jsonl in the same directory."""
+    with open(tmp / PARENTS, "w", encoding="utf-8") as parents:
+
+        def keep(large: Passage) -> None:
+            parents.write(json_line({"id": large.id, "title": large.title, "text": large.text}))
+
+        return _write_index(small_chunks_keeping_large(passages, chunk, keep), tmp, progress, total, chunk)
+
+
+def _write_index(
+    passages: Iterable[Passage], tmp: Path, progress: bool, total: int | None, chunk: ChunkSpec | None
+) -> dict[str, Any]:
+    tokenizer = BM25Tokenizer(None, grow=True)
+    runs = PostingRuns(tmp / ".postings")
+    store = PassageWriter(tmp)
+    try:
+        with progress_bar(total, "Indexing", progress) as bar:
+
+            def flush(batch: list[Passage]) -> None:
+                store.add(batch)
+                flat, lengths = tokenizer.corpus_batch([f"{p.title}\n{p.text}" for p in batch])
+                runs.add(flat, lengths, len(tokenizer.stem_to_id))
+                bar.update(len(batch))
+
+            batch: list[Passage] = []
+            chars = 0
+            for p in passages:
+                batch.append(p)
+                chars += len(p.text)
+                if len(batch) == _BATCH_PASSAGES or chars >= _BATCH_CHARS:
+                    flush(batch)
+                    batch, chars = [], 0
+            if batch:
+                flush(batch)
+        store.finish()
+
+        retriever = bm25s.BM25(k1=K1, b=B, method=METHOD, backend="numpy")
+        retriever.scores = runs.score_matrix(len(tokenizer.stem_to_id))
+        retriever.vocab_dict = tokenizer.stem_to_id
+        retriever.nonoccurrence_array = None
+        retriever.save(tmp, show_progress=False)
+        del retriever
+    finally:
+        store.close()
+        runs.close()
+
+    manifest = {
+        "format": INDEX_FORMAT,
+        "format_version": INDEX_FORMAT_VERSION,
+        "passage_count": store.count,
+        "corpus_sha256": store.sha256,
+        "tokenizer": dict(TOKENIZER_SETTINGS),
+        "fields": ["title", "text"],
+        "bm25": {"method": METHOD, "k1": K1, "b": B},
+        "chunk": str(chunk) if chunk is not None else "none",
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "dynrag_version": dynrag.__version__,
+        "bm25s_version": bm25s.__version__,
+    }
+    atomic_write_json(tmp / "manifest.json", manifest)
+    return manifest
+
+
+class PostingRuns:
+    """The (term, document, tf) postings of each batch, spilled to disk until the end.
+
+    bm25s needs the score matrix column by column (term-major), but idf and the average length
+    are only known once every passage is in. Each batch is therefore reduced to its sorted
+    postings and written out (12 bytes a posting, on disk), and the matrix is assembled at the
+    end straight into its final arrays (8 bytes a posting). Memory holds one batch, the
+    vocabulary-sized counts and 4 bytes a passage, never the corpus's tokens.
+    """
+
+    _NAMES = ("terms", "docs", "tfs")
+
+    def __init__(self, directory: Path):
+        directory.mkdir()
+        self._dir = directory
+        self._files = [open(directory / name, "w+b") for name in self._NAMES]
+        self._run_sizes: list[int] = []
+        self._lengths: list[np.ndarray] = []
+        self._df = np.zeros(1 << 16, dtype=np.int64)
+        self.n_docs = 0
+        self.n_tokens = 0
+
+    def add(self, flat: np.ndarray, lengths: np.ndarray, n_vocab: int) -> None:
+        n = len(lengths)
+        local = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        keys = flat.astype(np.int64) * n + local  # term-major, then document
+        del local
+        keys.sort()
+        first = np.empty(len(keys), dtype=bool)
+        first[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        tf = np.diff(starts, append=len(keys)).astype(np.int32)
+        pairs = keys[starts]
+        terms = (pairs // n).astype(np.int32)
+        docs = (pairs - terms.astype(np.int64) * n + self.n_docs).astype(np.int32)
+        for f, array in zip(self._files, (terms, docs, tf)):
+            array.tofile(f)
+        self._run_sizes.append(len(pairs))
+        if n_vocab > len(self._df):  # grow by doubling: the vocabulary keeps growing
+            self._df = np.concatenate([self._df, np.zeros(max(n_vocab, len(self._df)), np.int64)])
+        self._df[:n_vocab] += np.bincount(terms, minlength=n_vocab)
+        self._lengths.append(lengths.astype(np.int32))
+        self.n_docs += n
+        self.n_tokens += int(lengths.sum())
+
+    def score_matrix(self, n_vocab: int) -> dict[str, Any]:
+        """bm25s's CSC score matrix (data, indices, indptr) for method="lucene".
+
+        Same arithmetic and dtypes as bm25s.BM25.index: idf in float32, the term-frequency
+        part in float64, their product rounded to float32; each column (term) lists its
+        documents in ascending order, since runs are replayed in document order.
+        """
+        n_docs, df = self.n_docs, self._df[:n_vocab]
+        lengths = np.concatenate(self._lengths)
+        self._lengths.clear()
+        avg_len = self.n_tokens / n_docs  # == np.mean of the lengths, as bm25s computes it
+        idf = np.zeros(n_vocab, dtype=np.float32)
+        seen = df > 0
+        idf[seen] = np.log(1 + (n_docs - df[seen] + 0.5) / (df[seen] + 0.5))
+        indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(df, out=indptr[1:])
+        heads = indptr[:-1].copy()  # next free slot of each column
+        data = np.empty(int(indptr[-1]), dtype=np.float32)
+        indices = np.empty(int(indptr[-1]), dtype=np.int32)
+        for f in self._files:
+            f.flush()
+            f.seek(0)
+        for size in self._run_sizes:
+            terms, docs, tf = (
+                np.fromfile(f, dtype=np.int32, count=size) for f in self._files
+            )
+            first = np.empty(size, dtype=bool)
+            first[0] = True
+            np.not_equal(terms[1:], terms[:-1], out=first[1:])
+            group_starts = np.flatnonzero(first)
+            group_sizes = np.diff(group_starts, append=size)
+            rank = np.arange(size) - np.repeat(group_starts, group_sizes)
+            slots = heads[terms] + rank
+            heads[terms[group_starts]] += group_sizes
+            tf64 = tf.astype(np.float64)
+            tfc = tf64 / (K1 * ((1 - B) + B * lengths[docs] / avg_len) + tf64)
+            data[slots] = idf[terms] * tfc
+            indices[slots] = docs
+        self.close()  # the scratch files are not part of the index
+        return {"data": data, "indices": indices, "indptr": indptr, "num_docs": int(n_docs)}
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+        shutil.rmtree(self._dir, ignore_errors=True)  # idempotent: close() may run twice

@@ -1,0 +1,175 @@
+"""The floors of DESIGN §1 hold: every module imports only from its own floor or below, and never
+another module's ``_private`` names. Imports are read from the source (ast), including the lazy
+ones inside functions, so nothing has to be imported to be checked."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "dynrag"
+
+# Top-level part of the package -> floor (docs/architecture.md draws the same map).
+FLOORS = {
+    "__init__": 0, "io": 0, "errors": 0, "registry": 0,
+    "text": 1, "corpus": 1, "data": 1,
+    "lm": 2, "retrieval": 2,
+    "rerank": 3, "context": 3, "classify": 3,
+    "methods": 4,
+    "eval": 5, "deeprag": 5,
+    "cli": 6, "config": 6, "demo": 6, "render": 6, "serve": 6, "__main__": 6,
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # dotted module name of the importing file
+    line: int
+    target: str  # dotted module imported from
+    name: str | None  # the name taken from it (from X import name), else None
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+COMMANDS_FLOOR = 6  # a package's cli.py holds its commands: it stands on the command floor
+
+
+def floor_of(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "dynrag":
+        return None
+    if len(parts) > 2 and parts[-1] == "cli":
+        return COMMANDS_FLOOR
+    return FLOORS.get(parts[1] if len(parts) > 1 else "__init__")
+
+
+def resolve(source: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = source.split(".") if is_package else source.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def module_files() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def is_module(dotted: str) -> bool:
+    rel = Path(*dotted.split(".")[1:])
+    return (PACKAGE / rel).with_suffix(".py").exists() or (PACKAGE / rel / "__init__.py").exists()
+
+
+def imports_of(path: Path) -> tuple[list[Import], list[tuple[int, str]]]:
+    """(dynrag imports, private attributes read off imported dynrag modules: (line, 'mod._name'))."""
+    source = module_name(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[Import] = []
+    modules: dict[str, str] = {}  # local name -> dynrag module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "dynrag":
+                    found.append(Import(source, node.lineno, alias.name, None))
+                    modules[alias.asname or "dynrag"] = alias.name if alias.asname else "dynrag"
+        elif isinstance(node, ast.ImportFrom):
+            target = resolve(source, path.name == "__init__.py", node)
+            if target.split(".")[0] != "dynrag":
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if is_module(sub):  # from dynrag.retrieval import bm25: a module, not a name
+                    found.append(Import(source, node.lineno, sub, None))
+                    modules[alias.asname or alias.name] = sub
+                else:
+                    found.append(Import(source, node.lineno, target, alias.name))
+    private_reads = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            private_reads.append((node.lineno, f"{modules[node.value.id]}.{node.attr}"))
+    return found, private_reads
+
+
+def where(path: Path, line: int) -> str:
+    return f"{path.relative_to(PACKAGE.parent.parent)}:{line}"
+
+
+def test_every_module_has_a_floor():
+    unplaced = sorted({module_name(p) for p in module_files() if floor_of(module_name(p)) is None})
+    assert not unplaced, f"add these to FLOORS here and to docs/architecture.md: {unplaced}"
+
+
+def test_no_module_imports_from_a_higher_floor():
+    upward = []
+    for path in module_files():
+        own = floor_of(module_name(path))
+        for imp in imports_of(path)[0]:
+            theirs = floor_of(imp.target)
+            if theirs is not None and own is not None and theirs > own:
+                upward.append(f"{where(path, imp.line)}: floor {own} imports {imp.target} (floor {theirs})")
+    assert not upward, "\n".join(upward)
+
+
+def test_no_module_imports_another_modules_private_names():
+    private = []
+    for path in module_files():
+        source = module_name(path)
+        found, reads = imports_of(path)
+        for imp in found:
+            leaf = imp.name if imp.name is not None else imp.target.rsplit(".", 1)[-1]
+            if imp.target != source and leaf.startswith("_") and not leaf.startswith("__"):
+                private.append(f"{where(path, imp.line)}: imports {imp.target}{'.' + imp.name if imp.name else ''}")
+        private += [f"{where(path, line)}: reads {name}" for line, name in reads]
+    assert not private, "\n".join(private)
+
+
+# ---- the checker itself, on made-up sources ---------------------------------------------------
+
+
+@pytest.fixture
+def fake_module(tmp_path, monkeypatch):
+    root = tmp_path / "src" / "dynrag"
+    (root / "retrieval").mkdir(parents=True)
+    (root / "methods").mkdir()
+    for rel in ("__init__.py", "retrieval/__init__.py", "retrieval/bm25.py", "methods/__init__.py"):
+        (root / rel).write_text("")
+    monkeypatch.setitem(globals(), "PACKAGE", root)
+
+    def write(rel: str, text: str) -> Path:
+        path = root / rel
+        path.write_text(text)
+        return path
+
+    return write
+
+
+def test_the_checker_sees_lazy_relative_and_attribute_imports(fake_module):
+    path = fake_module(
+        "retrieval/factory.py",
+        "def f():\n"
+        "    from dynrag.methods.chain import PRESETS\n"
+        "    from .bm25 import _read\n"
+        "    from dynrag.retrieval import bm25\n"
+        "    return bm25._cache\n",
+    )
+    found, reads = imports_of(path)
+    assert [(i.target, i.name) for i in found] == [
+        ("dynrag.methods.chain", "PRESETS"), ("dynrag.retrieval.bm25", "_read"), ("dynrag.retrieval.bm25", None),
+    ]
+    assert floor_of("dynrag.methods.chain") == 4 > floor_of("dynrag.retrieval.factory") == 2
+    assert floor_of("dynrag.eval.cli") == 6 == floor_of("dynrag.config")
+    assert reads == [(5, "dynrag.retrieval.bm25._cache")]
