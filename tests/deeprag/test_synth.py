@@ -114,6 +114,9 @@ def test_questions_without_a_correct_narrative_are_counted_and_not_searched_agai
     assert len(never_right.prompts) == calls and again["questions"] == 6  # nothing searched twice
     with pytest.raises(ConfigError, match="different config.*max_nodes"):
         run_synth(request(tmp_path, data, max_nodes=6), progress=False, models=Models(never_right, None, index))
+    # a smaller --limit summarises the questions asked for, without searching anything
+    fewer = run_synth(request(tmp_path, data, max_nodes=5, limit=4), progress=False, models=Models(never_right, None, index))
+    assert fewer["questions"] == 4 and len(never_right.prompts) == calls
 
 
 def test_target_model_as_teacher_writes_subquestions_and_its_final_line_is_reused(tmp_path, bench):

@@ -37,6 +37,7 @@ from dynrag.registry import parse_pairs
 from dynrag.retrieval.base import Retriever
 
 SYNTH_FORMAT = "dynrag-synth/1"
+SELECTION = ("skip", "limit")
 MANIFEST, SUMMARY = "manifest.json", "summary.json"
 
 
@@ -130,7 +131,10 @@ def open_output(out: Path, config: dict[str, Any]) -> None:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise DataError(str(path), f"unreadable synth manifest ({exc})") from exc
-    diffs = config_differences(old, config)
+    # Which questions are searched (--skip, --limit) may change between runs: a rerun with a
+    # larger --limit goes on with more questions, a smaller one summarises the ones asked for.
+    diffs = config_differences({k: v for k, v in old.items() if k not in SELECTION},
+                               {k: v for k, v in config.items() if k not in SELECTION})
     if diffs:
         raise ConfigError(f"{out} holds a synthesis with a different config ({'; '.join(diffs)}); use another --out, or the same options to resume")
 
@@ -229,12 +233,9 @@ def run_synth(req: SynthRequest, *, console: Console | None = None, progress: bo
         done = read_jsonl(out / TRAJECTORIES, repair=True) + read_jsonl(out / SKIPPED, repair=True)
         done_ids = {r["id"] for r in done}
         by_id = {ex.id for ex in examples}
-        stray = sorted(done_ids - by_id)
-        if stray:
-            raise DataError(str(out), f"holds ids not among the selected questions (e.g. {stray[0]!r})")
         todo = [ex for ex in examples if ex.id not in done_ids]
         if done:
-            console.print(f"resuming {out}: {len(done_ids)} of {len(examples)} questions already searched")
+            console.print(f"resuming {out}: {len(done_ids & by_id)} of {len(examples)} questions already searched")
         if todo:
             models = models or load_models(config, examples, out, console, progress)
             _search_all(config, todo, len(examples), len(done_ids), models, out, console, progress)
