@@ -215,3 +215,13 @@ def test_the_terminal_rendering_lists_each_subquestion_with_its_decision(index):
     text = console.export_text()
     assert "1. Who was the engineer of the old bridge?  [retrieve +0.50]  Ada Byrne" in text
     assert "2. Where was Ada Byrne born?  [retrieve +0.50]  Lyon" in text
+
+
+def test_a_question_the_classifier_says_needs_no_retrieval_is_answered_from_memory(index):
+    method = build_method("deeprag", scripted(["retrieve", "retrieve"]), index, {"shots": 0})
+    method.chain.needs_retrieval = lambda question, trace: False  # what classify=true decided
+    answer = method.answer(QUESTION)
+    decided = [s.details for s in answer.trace.steps if s.kind == "answer"]
+    assert not answer.trace.retrievals
+    assert [d["decision"] for d in decided] == ["parametric", "parametric"]
+    assert all(d["overruled_by_classifier"] for d in decided)
