@@ -13,10 +13,10 @@ from rich.text import Text
 
 
 def format_rate(per_second: float | None, unit: str) -> str:
-    """Items per hour when slower than one a minute, else per second: "42.0 questions/h"."""
+    """Items per hour when slower than one in ten seconds, else per second: "42.0 questions/h"."""
     if not per_second:
         return f"– {unit}/s"
-    if per_second < 1 / 60:
+    if per_second < 0.1:
         return f"{per_second * 3600:.1f} {unit}/h"
     return f"{per_second:.2f} {unit}/s"
 
