@@ -51,6 +51,23 @@ def shaded_steps(answer: Answer, theta: float | None) -> Text | None:
     return out
 
 
+def narrative_steps(answer: Answer) -> Text | None:
+    """DeepRAG's sub-questions, one a line: the decision (with its margin) and the answer."""
+    decided = [s.details for s in answer.trace.steps if s.kind == "answer" and "decision" in s.details]
+    if not decided:
+        return None
+    out = Text()
+    for d in decided:
+        margin = f" {d['margin']:+.2f}" if d.get("margin") is not None else ""
+        style = "bold magenta" if d["decision"] == "retrieve" else "bold blue"
+        out.append(f"  {d['step']}. ", style="dim")
+        out.append(d["subquery"])
+        out.append(f"  [{d['decision']}{margin}]  ", style=style)
+        out.append(d.get("answer", ""), style="bold")
+        out.append("\n")
+    return out
+
+
 def render_answer(console: Console, answer: Answer, gold: list[str] | None = None) -> None:
     trace = answer.trace
     console.print(Text.assemble(("Q ", "bold cyan"), trace.question))
@@ -59,7 +76,11 @@ def render_answer(console: Console, answer: Answer, gold: list[str] | None = Non
         final.append(f"   gold: {' / '.join(gold)}", style="dim")
     console.print(final)
     shaded = shaded_steps(answer, trace.options.get("theta"))
-    if shaded is not None:
+    narrative = narrative_steps(answer)
+    if narrative is not None:
+        console.print(Text("  sub-questions: decision [retrieve | parametric, margin], answer:", style="dim"))
+        console.print(narrative, end="")
+    elif shaded is not None:
         console.print(Text("  words shaded by trigger score (red = likely to retrieve; ⟲ = retrieval, struck = thrown away):",
                            style="dim"))
         console.print(shaded)

@@ -9,10 +9,11 @@ from dynrag.eval.metrics import score_answer, yes_no
 from dynrag.eval.summary import summarize
 
 
-def test_confusion_counts():
-    retrieved = [True, True, False, False, True]
-    needed = [True, False, True, False, True]
-    assert confusion(retrieved, needed) == Confusion(tp=2, fp=1, fn=1, tn=1)
+def test_confusion_counts_with_the_papers_positive_class():
+    # positive prediction: did not retrieve; positive truth: the model alone was right
+    skipped = [True, True, False, False, True]
+    known = [True, False, True, False, True]
+    assert confusion(skipped, known) == Confusion(tp=2, fp=1, fn=1, tn=1)
 
 
 def test_boundary_scores_hand_computed():
@@ -25,21 +26,57 @@ def test_boundary_scores_hand_computed():
 
 
 def test_boundary_degenerate_tables():
-    always = boundary_scores(Confusion(tp=3, fp=2, fn=0, tn=0))  # always retrieves
-    assert always["mcc"] == 0.0 and always["f1"] == pytest.approx(6 / 8)
-    assert always["balanced_accuracy"] == pytest.approx(0.5)  # recall 1 on positives, 0 on negatives
-    never_needed = boundary_scores(Confusion(tp=0, fp=0, fn=0, tn=4))
-    assert never_needed == {"f1": 0.0, "accuracy": 1.0, "balanced_accuracy": 1.0, "mcc": 0.0}
+    always_retrieves = boundary_scores(Confusion(tp=0, fp=0, fn=2, tn=3))
+    assert always_retrieves["f1"] == 0.0 and always_retrieves["mcc"] == 0.0
+    assert always_retrieves["accuracy"] == pytest.approx(0.6)  # the share the model alone gets wrong
+    assert always_retrieves["balanced_accuracy"] == pytest.approx(0.5)
+    never_retrieves = boundary_scores(Confusion(tp=2, fp=3, fn=0, tn=0))
+    assert never_retrieves["f1"] == pytest.approx(4 / 7) and never_retrieves["mcc"] == 0.0
+    all_known = boundary_scores(Confusion(tp=4, fp=0, fn=0, tn=0))
+    assert all_known == {"f1": 1.0, "accuracy": 1.0, "balanced_accuracy": 1.0, "mcc": 0.0}
     assert boundary_scores(Confusion(0, 0, 0, 0))["accuracy"] == 0.0
+
+
+def rows_from_counts(tp, fp, fn, tn):
+    """A run and a no-retrieval baseline whose joined table has exactly these counts."""
+    run, base = [], []
+    for kind, count in (("tp", tp), ("fp", fp), ("fn", fn), ("tn", tn)):
+        for i in range(count):
+            qid = f"{kind}{i}"
+            run.append({"id": qid, "retrievals": 0 if kind in ("tp", "fp") else 2, "em": 0.0})
+            base.append({"id": qid, "em": 1.0 if kind in ("tp", "fn") else 0.0, "retrievals": 0})
+    return run, base
+
+
+@pytest.mark.parametrize(
+    "method, counts, published",
+    [
+        # Table 3 of the DeepRAG paper (2WikiMultihopQA, 1,000 questions, 282 right without
+        # retrieval); the counts are the only integer tables giving the published figures.
+        ("FLARE (always retrieves)", (0, 0, 282, 718), (0.000, 0.718, 0.500, 0.000)),
+        ("DRAGIN", (1, 10, 281, 708), (0.007, 0.709, 0.495, -0.045)),
+        ("UAR", (113, 75, 169, 643), (0.481, 0.756, 0.648, 0.341)),
+        ("DeepRAG-Imi", (185, 171, 97, 547), (0.580, 0.732, 0.709, 0.393)),
+        ("DeepRAG", (206, 175, 76, 543), (0.621, 0.749, 0.743, 0.451)),
+    ],
+)
+def test_knowledge_boundary_reproduces_table_3(method, counts, published):
+    run, base = rows_from_counts(*counts)
+    kb = knowledge_boundary(run, base)
+    assert (kb["tp"], kb["fp"], kb["fn"], kb["tn"]) == counts and kb["n"] == 1000
+    got = (kb["f1"], kb["accuracy"], kb["balanced_accuracy"], kb["mcc"])
+    assert [round(v, 3) for v in got] == list(published), method
 
 
 def test_knowledge_boundary_joins_on_id():
     run = [{"id": "a", "retrievals": 2}, {"id": "b", "retrievals": 0}, {"id": "c", "retrievals": 1}, {"id": "z", "retrievals": 1}]
     base = [{"id": "a", "em": 0.0}, {"id": "b", "em": 1.0}, {"id": "c", "em": 1.0}]
     kb = knowledge_boundary(run, base)
-    assert (kb["n"], kb["missing_in_baseline"], kb["tp"], kb["fp"], kb["fn"], kb["tn"]) == (3, 1, 1, 1, 0, 1)
+    # a: retrieved, model wrong (tn); b: skipped, model right (tp); c: retrieved, model right (fn)
+    assert (kb["n"], kb["missing_in_baseline"], kb["tp"], kb["fp"], kb["fn"], kb["tn"]) == (3, 1, 1, 0, 1, 1)
+    assert kb["f1"] == pytest.approx(2 / 3, abs=1e-6)
     assert kb["accuracy"] == pytest.approx(2 / 3, abs=1e-6)
-    assert kb["mcc"] == pytest.approx(0.5, abs=1e-6)  # (1*1 - 0) / sqrt(2*1*2*1)
+    assert kb["mcc"] == pytest.approx(0.5, abs=1e-6)  # (1*1 - 0) / sqrt(1*2*1*2)
 
 
 def test_yes_no_mapping():

@@ -69,3 +69,21 @@ def test_eval_preset_and_retriever_flags_reach_the_config(tmp_path, fake_model):
     assert (config["retriever"], config["retriever_options"]) == ("bm25", {})
     r = cli.invoke(app, [*common, "--retriever", "hybrid", "--retriever-option", "alpha=high", "--out", str(tmp_path / "h")])
     assert r.exit_code == 1 and "--retriever-option: retriever_options.alpha of retriever 'hybrid': Input should be a valid number" in r.output.replace("\n", "")
+
+
+def test_compare_adds_boundary_figures_against_a_direct_run_among_the_runs(tmp_path, fake_model):
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fake_model)
+    common = ["--dataset", "jsonl", "--data", str(data), "--corpus", "contexts"]
+    for method in ("direct", "single"):
+        r = cli.invoke(app, ["eval", *common, "--method", method, "--out", str(tmp_path / method)])
+        assert r.exit_code == 0, r.output
+    r = cli.invoke(app, ["compare", str(tmp_path / "single")])
+    assert "KB F1" not in r.stdout  # no direct run to compare with
+    r = cli.invoke(app, ["compare", str(tmp_path / "direct"), str(tmp_path / "single")])
+    assert r.exit_code == 0, r.output
+    header, _, direct_row, single_row = [l for l in r.stdout.splitlines() if l.startswith("|")]
+    assert header.endswith("| KB F1 | KB Acc | KB BAcc | KB MCC |")
+    # the fake single run retrieves on every question; direct was right on 3 of 4:
+    # no positive predictions (F1 0), accuracy = the one question direct got wrong
+    assert single_row.endswith("| 0.000 | 0.250 | 0.500 | 0.000 |")
+    assert direct_row.endswith("| – | – | – | – |")

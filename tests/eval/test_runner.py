@@ -187,11 +187,12 @@ def test_direct_run_needs_no_index_and_baseline_adds_boundary_figures(tmp_path):
     assert built[0][1] is None and not (tmp_path / "direct" / "contexts-index").exists()
     assert json.loads((tmp_path / "direct" / "config.json").read_text())["corpus"] is None
     assert direct["retrievals_per_question"] == 0.0 and direct["em"] == 0.5
-    # the fake single run retrieves on every question: positives are the 2 wrong direct answers
+    # the fake single run retrieves on every question: it never predicts the positive class
+    # ("did not retrieve"), so F1 is 0; the 2 right direct answers are its false negatives
     single = run_eval(request(tmp_path, data, baseline=tmp_path / "direct"), method_factory=method_factory(answers), progress=False)
     kb = single["knowledge_boundary"]
-    assert (kb["tp"], kb["fp"], kb["fn"], kb["tn"]) == (2, 2, 0, 0)
-    assert kb["accuracy"] == 0.5 and kb["mcc"] == 0.0 and kb["baseline_method"] == "direct"
+    assert (kb["tp"], kb["fp"], kb["fn"], kb["tn"]) == (0, 0, 2, 2)
+    assert kb["f1"] == 0.0 and kb["accuracy"] == 0.5 and kb["mcc"] == 0.0 and kb["baseline_method"] == "direct"
     assert "Knowledge boundary" in (tmp_path / "run" / "summary.md").read_text()
 
 

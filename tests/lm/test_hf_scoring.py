@@ -31,6 +31,17 @@ def test_next_token_logprobs_match_the_last_position_of_a_full_pass(lm):
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+def test_next_token_logprobs_with_a_cached_prefix_match_a_full_pass(lm):
+    from dynrag.lm.base import Prompt
+
+    prompt = Prompt().add("shared", TEXT + " and the mill").mark_reusable_prefix().add("rest", " of the north river")
+    expected = full_logprobs(lm, lm.tokenizer(prompt.text).input_ids)[-1]
+    words = [" town", " school"]
+    for _ in range(2):  # the second call reuses the cached prefix
+        got = lm.next_token_logprobs(prompt, words)
+        np.testing.assert_allclose(got, [expected[lm.first_token_id(w)] for w in words], atol=1e-5)
+
+
 @pytest.mark.parametrize("chunk", [128, 3])
 def test_text_logprobs_score_each_token_given_the_ones_before(lm, chunk):
     ids, offsets, logprobs = lm.text_logprobs(TEXT, chunk=chunk)

@@ -8,7 +8,7 @@ from dynrag.methods.registry import METHODS, NO_RETRIEVAL, method_class, method_
 
 
 def test_names_classes_and_summaries():
-    assert method_names() == ["direct", "single", "fixed_length", "fixed_sentence", "flare", "dragin"]
+    assert method_names() == ["direct", "single", "fixed_length", "fixed_sentence", "flare", "dragin", "deeprag"]
     assert method_class("fixed_length") is FixedLength and NO_RETRIEVAL == {"direct"}
     assert all(line.split(": ", 1)[1] for line in METHODS.help_lines())  # every entry has a summary
 

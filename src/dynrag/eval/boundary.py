@@ -1,8 +1,11 @@
-"""DeepRAG's knowledge-boundary figures: does a method retrieve exactly when the model needs it?
+"""DeepRAG's knowledge-boundary figures: does a method skip retrieval exactly when the model knows?
 
-Per question, the *prediction* is "the method retrieved" (retrievals > 0) and the *truth* is "the
-model alone got it wrong" (the no-retrieval run's EM is 0). The figures are the F1 of the
-positive class, accuracy, balanced accuracy and Matthews correlation of that 2x2 table.
+Per question, the *prediction* is "the method did not retrieve" (retrievals == 0) and the *truth*
+is "the model alone got it right" (the no-retrieval run's EM is 1). That is the paper's positive
+class (seed 002, Table 3): a method that always retrieves predicts no positive and scores F1 0
+with accuracy = the share of questions the model alone gets wrong (.718 on its 2Wiki sample).
+The figures are the positive class's F1, accuracy, balanced accuracy and Matthews correlation of
+that 2x2 table; the last three do not depend on which class is called positive.
 """
 
 from __future__ import annotations
@@ -15,24 +18,25 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Confusion:
-    tp: int  # retrieved, and the direct answer was wrong
-    fp: int  # retrieved, though the direct answer was right
-    fn: int  # did not retrieve, and the direct answer was wrong
-    tn: int  # did not retrieve, and the direct answer was right
+    tp: int  # did not retrieve, and the no-retrieval answer was right
+    fp: int  # did not retrieve, though the no-retrieval answer was wrong
+    fn: int  # retrieved, though the no-retrieval answer was right
+    tn: int  # retrieved, and the no-retrieval answer was wrong
 
     @property
     def n(self) -> int:
         return self.tp + self.fp + self.fn + self.tn
 
 
-def confusion(retrieved: Iterable[bool], needed: Iterable[bool]) -> Confusion:
+def confusion(skipped_retrieval: Iterable[bool], known: Iterable[bool]) -> Confusion:
+    """Counts of (did not retrieve) against (the model alone was right), question by question."""
     tp = fp = fn = tn = 0
-    for r, w in zip(retrieved, needed, strict=True):
-        if r and w:
+    for skipped, right in zip(skipped_retrieval, known, strict=True):
+        if skipped and right:
             tp += 1
-        elif r:
+        elif skipped:
             fp += 1
-        elif w:
+        elif right:
             fn += 1
         else:
             tn += 1
@@ -40,7 +44,7 @@ def confusion(retrieved: Iterable[bool], needed: Iterable[bool]) -> Confusion:
 
 
 def boundary_scores(c: Confusion) -> dict[str, float]:
-    """F1 (positive = retrieved/needed), accuracy, balanced accuracy and MCC of a 2x2 table.
+    """F1 (positive = did not retrieve / known), accuracy, balanced accuracy and MCC of a 2x2 table.
 
     Conventions for empty denominators follow scikit-learn: F1 and MCC are 0; balanced accuracy
     averages the recall of the classes that occur.
@@ -64,14 +68,14 @@ def knowledge_boundary(
 ) -> dict[str, Any]:
     """The figures over the questions both runs answered (joined on id), with the 2x2 counts."""
     base_em = {p["id"]: float(p["em"]) for p in baseline}
-    retrieved, needed = [], []
+    skipped, known = [], []
     missing = 0
     for p in predictions:
         if p["id"] not in base_em:
             missing += 1
             continue
-        retrieved.append(int(p["retrievals"]) > 0)
-        needed.append(base_em[p["id"]] == 0.0)
-    c = confusion(retrieved, needed)
+        skipped.append(int(p["retrievals"]) == 0)
+        known.append(base_em[p["id"]] > 0.0)
+    c = confusion(skipped, known)
     scores = {k: round(v, 6) for k, v in boundary_scores(c).items()}
     return {"n": c.n, "missing_in_baseline": missing, "tp": c.tp, "fp": c.fp, "fn": c.fn, "tn": c.tn, **scores}

@@ -180,9 +180,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     ) -> None:
         """Print a markdown table of runs; optionally plot F1 against retrievals per question."""
         with user_errors():
-            from dynrag.eval.compare import load_run, markdown_table, plot_runs
+            from dynrag.eval.compare import add_direct_boundaries, load_run, markdown_table, plot_runs
 
-            loaded = [load_run(r) for r in runs]
+            loaded = add_direct_boundaries([load_run(r) for r in runs])
             sys.stdout.write(markdown_table(loaded))
             if plot is not None:
                 plot_runs(loaded, plot)

@@ -1,4 +1,8 @@
-"""`dynrag compare`: runs side by side as a markdown table, and F1 against retrievals per question."""
+"""`dynrag compare`: runs side by side as a markdown table, and F1 against retrievals per question.
+
+When a `direct` (no-retrieval) run of the same data is among the runs, every other run on that
+data gets DeepRAG's four knowledge-boundary figures against it (eval/boundary.py).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.errors import DataError
+from dynrag.eval.boundary import knowledge_boundary
 from dynrag.eval.loaders import dataset_spec
 from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions
 from dynrag.eval.summary import summarize
@@ -34,7 +39,23 @@ def load_run(run_dir: Path) -> dict[str, Any]:
             predictions, any(p.get("support") for p in predictions), dataset_spec(config["dataset"]).yes_no, meta,
             run_scorer(config),
         )
-    return {"run": str(run_dir), "name": run_dir.name, **summary}
+    config = read_config(run_dir) or {}
+    return {"run": str(run_dir), "name": run_dir.name, **summary, "data_sha256": config.get("data_sha256")}
+
+
+def add_direct_boundaries(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Knowledge-boundary figures of each run against a `direct` run of the same data among them
+    (same dataset and data file checksum, questions joined on id); other runs are left as they are."""
+    directs = {(r.get("dataset"), r.get("data_sha256")): r for r in runs if r.get("method") == "direct" and r.get("data_sha256")}
+    out = []
+    for r in runs:
+        base = directs.get((r.get("dataset"), r.get("data_sha256")))
+        if base is not None and base is not r:
+            figures = knowledge_boundary(read_predictions(Path(r["run"])), read_predictions(Path(base["run"])))
+            if figures["n"]:
+                r = {**r, "knowledge_boundary": {"baseline": base["run"], "baseline_method": "direct", **figures}}
+        out.append(r)
+    return out
 
 
 def labels(runs: list[dict[str, Any]]) -> list[str]:
@@ -57,7 +78,7 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
     has_kb = any(r.get("knowledge_boundary") for r in runs)
     header = ["run", "method", "dataset", "model", "n", "EM", "F1", "Acc", "ret/q", "tok/q", "s/q", "sup. recall"]
     if has_kb:
-        header += ["KB F1", "KB MCC"]
+        header += ["KB F1", "KB Acc", "KB BAcc", "KB MCC"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     for label, r in zip(labels(runs), runs):
         row = [
@@ -76,7 +97,7 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
         ]
         if has_kb:
             kb = r.get("knowledge_boundary") or {}
-            row += [_pct(kb.get("f1")), _num(kb.get("mcc"), 3)]
+            row += [_num(kb.get("f1"), 3), _num(kb.get("accuracy"), 3), _num(kb.get("balanced_accuracy"), 3), _num(kb.get("mcc"), 3)]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 

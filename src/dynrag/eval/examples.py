@@ -15,6 +15,8 @@ class QAExample:
     answers: list[str]  # gold answer first, then aliases
     contexts: list[Passage] = field(default_factory=list)
     supporting: list[str] = field(default_factory=list)  # ids of supporting passages in contexts
+    # Gold sub-questions ("#k" = answer of the k-th), where the dataset has them (eval/decomposition.py).
+    decomposition: list[str] = field(default_factory=list)
 
 
 @dataclass

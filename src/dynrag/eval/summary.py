@@ -151,7 +151,7 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
             "",
             f"## Knowledge boundary (against `{kb.get('baseline', '?')}`, {kb['n']} questions)",
             "",
-            "Retrieved (retrievals > 0) against \"the direct answer was wrong\" (its EM = 0):",
+            "Did not retrieve (retrievals = 0) against \"the direct answer was right\" (its EM = 1), the paper's positive class:",
             f"TP {kb['tp']}, FP {kb['fp']}, FN {kb['fn']}, TN {kb['tn']}.",
             "",
             "| F1 (%) | accuracy (%) | balanced accuracy (%) | MCC |",

@@ -30,17 +30,27 @@ def load_lm(spec: str = "bundled", progress: bool = True) -> LanguageModel:
         model = resolve_bundled(name)
         return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}")
     if spec.startswith("hf:"):
-        target, _, gguf_file = spec[3:].partition("#")
-        if not target:
-            raise ConfigError(f"model spec {spec!r} names no path or id; valid forms: {describe_specs()}")
-        if gguf_file:
-            return _load_gguf(Path(target), gguf_file, spec)
-        return _load_hf_dir(target, spec)
+        return _load_hf_dir(model_directory(spec, progress), spec)
     if spec.startswith("openai:"):
         from dynrag.lm.openai_compat import OpenAICompatLM
 
         return OpenAICompatLM.from_spec(spec)
     raise ConfigError(f"unknown model spec {spec!r}; valid forms: {describe_specs()}")
+
+
+def model_directory(spec: str, progress: bool = True) -> str | Path:
+    """Where the weights of a spec live as a plain transformers directory (or hub id): the cached
+    dequantised copy for `bundled` and GGUF specs. Training loads from here (a GGUF-loaded model
+    is flagged as quantised and refuses training and saving)."""
+    spec = spec.strip()
+    if spec == "bundled" or spec.startswith("bundled:"):
+        return ensure_converted(resolve_bundled(spec.partition(":")[2] or DEFAULT_BUNDLED), progress=progress)
+    if spec.startswith("hf:"):
+        target, _, gguf_file = spec[3:].partition("#")
+        if not target:
+            raise ConfigError(f"model spec {spec!r} names no path or id; valid forms: {describe_specs()}")
+        return _converted_gguf(Path(target), gguf_file, spec) if gguf_file else target
+    raise ConfigError(f"model spec {spec!r} has no local weights to load; valid forms: {describe_specs()}")
 
 
 def is_http_spec(spec: str) -> bool:
@@ -65,8 +75,8 @@ def _load_hf_dir(target: str | Path, name: str) -> LanguageModel:
     return HFLanguageModel(model, tokenizer, name=name)
 
 
-def _load_gguf(directory: Path, gguf_file: str, name: str) -> LanguageModel:
-    from dynrag.lm.bundled import BundledModel, convert_gguf, cache_root
+def _converted_gguf(directory: Path, gguf_file: str, name: str) -> Path:
+    from dynrag.lm.bundled import cache_root, convert_gguf
 
     path = directory / gguf_file
     if not path.is_file():
@@ -74,7 +84,7 @@ def _load_gguf(directory: Path, gguf_file: str, name: str) -> LanguageModel:
     stat = path.resolve().stat()
     key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
     out = cache_root() / "models" / f"gguf-{path.stem}-{key}"
-    return _load_hf_dir(convert_gguf(path, out), name)
+    return convert_gguf(path, out)
 
 
 def _is_tty() -> bool:

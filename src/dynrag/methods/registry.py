@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from dynrag.errors import ConfigError
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.base import Method, MethodOptions
+from dynrag.methods.deeprag import DeepRag
 from dynrag.methods.direct import Direct
 from dynrag.methods.dragin import Dragin
 from dynrag.methods.fixed import FixedLength, FixedSentence
@@ -24,7 +25,7 @@ from dynrag.registry import Registry, parse_pairs
 from dynrag.retrieval.base import Retriever
 
 METHODS: Registry[Method] = Registry("method")
-for _cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin):
+for _cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin, DeepRag):
     _doc = _cls.__doc__ or sys.modules[_cls.__module__].__doc__ or ""
     METHODS.add(_cls.name, _cls, _cls.Options, _doc.strip().split("\n")[0])
 

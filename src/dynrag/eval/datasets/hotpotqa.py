@@ -5,13 +5,16 @@ per context paragraph (sentences joined); supporting = the paragraphs whose titl
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from dynrag.corpus.passage import Passage
 from dynrag.eval.datasets import DATASETS, Dataset, ParseContext
 from dynrag.eval.datasets.fields import answers, as_object, first_id, required, required_text
+from dynrag.eval.decomposition import evidence_decomposition
 from dynrag.eval.examples import QAExample, make_passage
-from dynrag.eval.records import BadRecord, iter_json_array
+from dynrag.eval.records import BadRecord, first_char, iter_json_array, iter_jsonl
 from dynrag.registry import Options
 
 
@@ -57,14 +60,20 @@ def parse_2wiki(record: Any, ctx: ParseContext) -> list[QAExample]:
     extra = ctx.aliases.get(qid) or (ctx.aliases.get(answer_id, []) if answer_id else [])
     contexts, supporting = titled_paragraphs(record)
     gold = answers([required_text(record, "answer")], extra)
-    return [QAExample(qid, required_text(record, "question"), gold, contexts, supporting)]
+    decomposition = evidence_decomposition(record.get("evidences"))
+    return [QAExample(qid, required_text(record, "question"), gold, contexts, supporting, decomposition)]
 
 
-@DATASETS.register("hotpotqa", summary="HotpotQA JSON list; context paragraphs (distractor setting)")
+def list_or_lines(path: Path) -> Iterator[tuple[int, int, Any]]:
+    """The official files are JSON lists; one record a line (as some released subsets are) works too."""
+    return iter_json_array(path) if first_char(path) in ("[", "") else iter_jsonl(path)
+
+
+@DATASETS.register("hotpotqa", summary="HotpotQA JSON list (or one record a line); context paragraphs (distractor setting)")
 def hotpotqa(options: Options) -> Dataset:
-    return Dataset("hotpotqa", iter_json_array, parse_hotpotqa)
+    return Dataset("hotpotqa", list_or_lines, parse_hotpotqa)
 
 
-@DATASETS.register("2wikimultihopqa", summary="2WikiMultihopQA JSON list; --aliases adds answer aliases")
+@DATASETS.register("2wikimultihopqa", summary="2WikiMultihopQA JSON list (or one record a line); --aliases adds answer aliases")
 def twowiki(options: Options) -> Dataset:
-    return Dataset("2wikimultihopqa", iter_json_array, parse_2wiki)
+    return Dataset("2wikimultihopqa", list_or_lines, parse_2wiki)

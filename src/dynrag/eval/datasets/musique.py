@@ -7,6 +7,7 @@ from typing import Any
 
 from dynrag.eval.datasets import DATASETS, Dataset, ParseContext
 from dynrag.eval.datasets.fields import answers, as_object, generic_contexts, required, required_text, string_list
+from dynrag.eval.decomposition import musique_decomposition
 from dynrag.eval.examples import QAExample
 from dynrag.eval.records import iter_jsonl
 from dynrag.registry import Options
@@ -18,7 +19,8 @@ def parse_musique(record: Any, ctx: ParseContext) -> list[QAExample]:
     alias_list = string_list(record.get("answer_aliases") or [], "field 'answer_aliases'")
     contexts, supporting = generic_contexts(required(record, "paragraphs"), "paragraphs", "paragraph_text")
     gold = answers([required_text(record, "answer")], alias_list + ctx.aliases.get(qid, []))
-    return [QAExample(qid, required_text(record, "question"), gold, contexts, supporting)]
+    decomposition = musique_decomposition(record.get("question_decomposition"))
+    return [QAExample(qid, required_text(record, "question"), gold, contexts, supporting, decomposition)]
 
 
 @DATASETS.register("musique", summary="MuSiQue JSONL with paragraphs")

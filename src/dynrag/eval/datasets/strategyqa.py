@@ -8,6 +8,7 @@ from typing import Any
 
 from dynrag.eval.datasets import DATASETS, Dataset, ParseContext
 from dynrag.eval.datasets.fields import as_object, first_id, required, required_text, string_list
+from dynrag.eval.decomposition import strategyqa_decomposition
 from dynrag.eval.examples import QAExample, make_passage
 from dynrag.eval.records import BadRecord, iter_json_array
 from dynrag.registry import Options
@@ -22,7 +23,8 @@ def parse_strategyqa(record: Any, ctx: ParseContext) -> list[QAExample]:
     facts = string_list(record.get("facts") or [], "field 'facts'")
     contexts = [make_passage("", f) for f in facts if f.strip()]
     ids = list(dict.fromkeys(p.id for p in contexts))
-    return [QAExample(qid, required_text(record, "question"), ["yes" if answer else "no"], contexts, ids)]
+    decomposition = strategyqa_decomposition(record.get("decomposition"))
+    return [QAExample(qid, required_text(record, "question"), ["yes" if answer else "no"], contexts, ids, decomposition)]
 
 
 @DATASETS.register("strategyqa", summary="StrategyQA JSON list; yes/no answers, facts as contexts")

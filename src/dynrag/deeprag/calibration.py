@@ -1,0 +1,160 @@
+"""`dynrag train calibration` (stage II): chain of calibration.
+
+1. Search again with the stage-I model (as target, and as teacher unless told otherwise) on
+   further questions: OUT/synth/ (a synth directory, resumable).
+2. One preference pair per step of each optimal narrative: OUT/pairs.jsonl (pairs.py); a fixed
+   share of questions is held out to measure on.
+3. The frozen stage-I model's log-probabilities of both sides, computed once: OUT/reference.jsonl
+   (one fsynced line per pair; a rerun computes only the missing ones). Nothing else needs the
+   reference model, so it is never held in memory beside the policy.
+4. DPO against it (losses.dpo_loss, beta 0.4), resumable like imitation (trainer.py).
+5. The share of pairs whose chosen side the model prefers (log P(chosen) > log P(rejected)),
+   before (the stage-I model) and after, on the training and the held-out pairs:
+   OUT/calibration.json, and in deeprag.json.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+from dynrag.deeprag.imitation import attach_method, finish
+from dynrag.deeprag.losses import completion_logprobs, dpo_loss
+from dynrag.deeprag.models import is_complete, load_trainable, read_meta
+from dynrag.deeprag.pairs import PreferencePair, build_pairs, tokenize_pair
+from dynrag.deeprag.progress import progress_bar
+from dynrag.deeprag.synth import Models, SynthRequest, run_synth
+from dynrag.deeprag.trainer import TrainOptions, identity_options, pin_threads, plan_batches, train_loop
+from dynrag.deeprag.trajectory import read_trajectories
+from dynrag.errors import ConfigError, DataError
+from dynrag.eval.runner import resolve_model
+from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, atomic_write_text, json_line, read_jsonl
+
+PAIRS, REFERENCE, REPORT = "pairs.jsonl", "reference.jsonl", "calibration.json"
+# The authors' DPO rate for 7-8B models; LoRA's usual rate is far higher.
+DEFAULT_LR = {"full": 5e-7, "lora": 5e-5}
+
+
+@dataclass
+class CalibrationRequest:
+    synth: SynthRequest  # its `out` is ignored: the search goes to OUT/synth
+    out: Path
+    beta: float = 0.4
+    heldout: float = 0.1
+    options: TrainOptions = field(default_factory=TrainOptions)
+
+
+def preference_share(chosen: list[float], rejected: list[float]) -> float | None:
+    """The share of pairs whose chosen side has the higher log-probability."""
+    return round(sum(c > r for c, r in zip(chosen, rejected)) / len(chosen), 4) if chosen else None
+
+
+def score_pairs(model: Any, tokenized: list[tuple[list[int], list[int], list[int]]], indices: list[int],
+                console: Console, progress: bool, description: str, sink=None) -> dict[int, tuple[float, float]]:
+    """log P(chosen), log P(rejected) of each pair under `model` (no gradients)."""
+    out: dict[int, tuple[float, float]] = {}
+    model.eval()
+    with torch.no_grad(), progress_bar(description, len(indices), 0, console, progress, unit="pairs") as bar:
+        for i in indices:
+            prompt, chosen, rejected = tokenized[i]
+            lp = completion_logprobs(model, prompt, [chosen, rejected])
+            out[i] = (float(lp[0]), float(lp[1]))
+            if sink is not None:
+                sink(i, out[i])
+            bar.advance()
+    model.train()
+    return out
+
+
+def shares(pairs: list[PreferencePair], scores: dict[int, tuple[float, float]]) -> dict[str, float | None]:
+    result = {}
+    for split in ("train", "heldout"):
+        idx = [i for i, p in enumerate(pairs) if p.split == split]
+        result[split] = preference_share([scores[i][0] for i in idx], [scores[i][1] for i in idx])
+    return result
+
+
+def run_calibration(req: CalibrationRequest, *, console: Console | None = None, progress: bool = True,
+                    search_models: Models | None = None) -> dict[str, Any]:
+    """Run (or resume) stage II; `search_models` replaces what the search would load (tests)."""
+    console = console or Console(stderr=True)
+    out, options = Path(req.out), req.options
+    if req.beta <= 0:
+        raise ConfigError(f"--beta must be positive (got {req.beta})")
+    if not 0 <= req.heldout < 1:
+        raise ConfigError(f"--heldout must be in [0, 1) (got {req.heldout})")
+    if is_complete(out):
+        console.print(f"{out} already holds a finished checkpoint; nothing to do (use another --out to train again)")
+        return read_meta(out)
+    pin_threads(options)
+    stage_one = req.synth.model
+    with DirectoryLock(out, "training directory"):
+        synth = run_synth(replace(req.synth, out=out / "synth"), console=console, progress=progress, models=search_models)
+        console.print(f"search with {stage_one}: {synth['found']} of {synth['questions']} questions with a correct narrative")
+        pairs = build_pairs(read_trajectories(out / "synth"), heldout=req.heldout)
+        if not [p for p in pairs if p.split == "train"]:
+            raise DataError(str(out / "synth"), "no preference pairs to train on (no question had a correct narrative)")
+        atomic_write_text(out / PAIRS, "".join(json_line(p.to_dict()) for p in pairs))
+        model, tokenizer, source = load_trainable(stage_one, progress=progress)
+        tokenized = [tokenize_pair(tokenizer, p) for p in pairs]
+        reference = _reference_scores(model, pairs, tokenized, out, console, progress)
+        before = shares(pairs, reference)
+        train_idx = [i for i, p in enumerate(pairs) if p.split == "train"]
+        params = attach_method(model, options)
+        lr = options.lr or DEFAULT_LR[options.method]
+        lengths = [len(tokenized[i][0]) for i in train_idx]
+        batches = [[train_idx[j] for j in b] for b in plan_batches(lengths, options.batch_size, options.epochs, options.seed)]
+        batches = batches[: options.max_steps] if options.max_steps else batches
+
+        def step(batch: list[int]) -> dict[str, float]:
+            losses, margins, tokens = [], [], 0
+            for i in batch:
+                prompt, chosen, rejected = tokenized[i]
+                lp = completion_logprobs(model, prompt, [chosen, rejected])
+                loss, margin = dpo_loss(lp[0], lp[1], torch.tensor(reference[i][0]), torch.tensor(reference[i][1]), req.beta)
+                (loss / len(batch)).backward()  # one graph at a time: the same gradient, less memory
+                losses.append(float(loss.detach()))
+                margins.append(float(margin.detach()))
+                tokens += len(prompt) + len(chosen) + len(rejected)
+            return {"loss": sum(losses) / len(batch), "margin": sum(margins) / len(batch),
+                    "reward_accuracy": sum(m > 0 for m in margins) / len(batch), "tokens": float(tokens)}
+
+        identity = {"pairs": [p.id for p in pairs], "model": resolve_model(stage_one), "beta": req.beta,
+                    "options": identity_options(options)}
+        console.print(f"calibration: {len(train_idx)} training pairs, {len(pairs) - len(train_idx)} held out, "
+                      f"{len(batches)} steps, {options.method}, lr {lr:g}, beta {req.beta}")
+        records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
+                             identity=identity, console=console, progress=progress, description="calibration")
+        after = shares(pairs, score_pairs(model, tokenized, list(range(len(pairs))), console, progress, "after"))
+        report = {
+            "pairs": {"train": len(train_idx), "heldout": len(pairs) - len(train_idx),
+                      "retrieve_chosen": sum(p.chosen_decision == "retrieve" for p in pairs)},
+            "prefers_chosen_before": before,
+            "prefers_chosen_after": after,
+            "beta": req.beta,
+            "synth": synth,
+        }
+        atomic_write_json(out / REPORT, report)
+        meta = {"stage": "calibration", "base_model": resolve_model(stage_one), "base_source": source, "lr": lr, **report}
+        return finish(model, tokenizer, out, options, records, meta)
+
+
+def _reference_scores(model, pairs, tokenized, out: Path, console: Console, progress: bool) -> dict[int, tuple[float, float]]:
+    """The frozen stage-I log-probabilities, read from OUT/reference.jsonl where already computed."""
+    index = {p.id: i for i, p in enumerate(pairs)}
+    scores = {index[r["id"]]: (r["chosen"], r["rejected"]) for r in read_jsonl(out / REFERENCE, repair=True) if r["id"] in index}
+    missing = [i for i in range(len(pairs)) if i not in scores]
+    if missing:
+        with JsonlAppender(out / REFERENCE) as sink:
+            scores.update(score_pairs(model, tokenized, missing, console, progress, "reference",
+                                      lambda i, s: sink.append({"id": pairs[i].id, "chosen": s[0], "rejected": s[1]})))
+    return scores
+
+
+def read_report(out: Path) -> dict[str, Any]:
+    return json.loads((Path(out) / REPORT).read_text(encoding="utf-8"))

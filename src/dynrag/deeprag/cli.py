@@ -1,0 +1,57 @@
+"""The `synth` and `train` commands; dynrag.cli registers them through ``register``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, ContextManager, Optional
+
+import typer
+from rich.console import Console
+
+DATASET_NAMES = "hotpotqa, 2wikimultihopqa, musique, strategyqa, iirc, popqa, jsonl"
+MODEL_HELP = "bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"
+TEACHER_HELP = "target (the target model, default) | dataset (gold decomposition: musique, strategyqa, 2wikimultihopqa) | a model spec"
+
+
+def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
+    @app.command("synth")
+    def synth_command(
+        dataset: str = typer.Option(..., "--dataset", help=f"Benchmark format: {DATASET_NAMES}."),
+        data: Path = typer.Option(..., "--data", help="The benchmark file (a train split: never the questions you evaluate on)."),
+        out: Path = typer.Option(..., "--out", help="Output directory (created, or resumed when it exists)."),
+        corpus: str = typer.Option("contexts", "--corpus", help="'contexts' (pool the questions' paragraphs) or an index directory."),
+        model: str = typer.Option("bundled", "--model", help=f"Target model: {MODEL_HELP}."),
+        teacher: Optional[str] = typer.Option(None, "--teacher", help=f"Who writes sub-questions and retrieved answers: {TEACHER_HELP}."),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
+        skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
+        max_steps: int = typer.Option(4, "--max-steps", help="T: most sub-questions in a narrative."),
+        max_nodes: int = typer.Option(24, "--max-nodes", help="Most tree nodes expanded per question."),
+        k: int = typer.Option(3, "--k", help="Passages per retrieval."),
+        match: str = typer.Option("em", "--match", help="When a final answer is correct: em (normalised exact match) or f1:T."),
+        shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the target's prompt (default: all; 0 for a trained checkpoint)."),
+        retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 (default) | dense | hybrid | milvus."),
+        retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE (repeatable)."),
+        aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
+        skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+    ) -> None:
+        """Binary tree search for the cheapest correct retrieval narrative of each question (DeepRAG stage I data)."""
+        with user_errors():
+            import json
+
+            from dynrag.deeprag.synth import SynthRequest, run_synth
+
+            req = SynthRequest(
+                dataset=dataset, data=data, out=out, corpus=corpus, model=model, teacher=teacher, limit=limit,
+                skip=skip, max_steps=max_steps, max_nodes=max_nodes, k=k, match=match, shots=shots,
+                aliases=aliases, skip_bad=skip_bad, retriever=retriever, retriever_options=list(retriever_option),
+            )
+            summary = run_synth(req, console=Console(stderr=True), progress=progress)
+            sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+
+    from dynrag.deeprag.train_cli import register_train
+
+    train = typer.Typer(no_args_is_help=True, help="DeepRAG training: imitation (stage I) and chain of calibration (stage II).")
+    register_train(train, user_errors)
+    app.add_typer(train, name="train")

@@ -1,0 +1,143 @@
+"""`dynrag train imitation` (stage I): supervised fine-tuning on synthesised trajectories.
+
+    OUT/config.json, model.safetensors, tokenizer files   an HF directory: --model hf:OUT
+    OUT/deeprag.json       marks it complete; how it was trained and how to prompt it (no worked examples)
+    OUT/train_log.jsonl    one line per optimizer step (loss, tokens/s, lr, grad norm)
+    OUT/loss.png           the loss curve
+    OUT/checkpoint/        while training: the state a rerun resumes from (removed at the end)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from dynrag.deeprag.examples import TrainExample, examples_fingerprint, imitation_example
+from dynrag.deeprag.losses import collate, imitation_loss
+from dynrag.deeprag.lora import add_lora, merge_lora
+from dynrag.deeprag.models import is_complete, load_trainable, read_meta, save_model_dir
+from dynrag.deeprag.plot import plot_loss
+from dynrag.deeprag.trainer import (
+    TRAIN_LOG,
+    TrainOptions,
+    drop_checkpoint,
+    identity_options,
+    pin_threads,
+    plan_batches,
+    train_loop,
+)
+from dynrag.deeprag.trajectory import Trajectory, read_trajectories, trajectory_file
+from dynrag.errors import DataError
+from dynrag.eval.runner import resolve_model
+from dynrag.io import DirectoryLock, read_jsonl
+
+# The authors fine-tune fully at 1e-5 for one epoch (8B models, 8,000 trajectories); LoRA's
+# usual rate is about ten times higher.
+DEFAULT_LR = {"full": 1e-5, "lora": 2e-4}
+
+
+@dataclass
+class ImitationRequest:
+    data: list[Path]
+    out: Path
+    model: str = "bundled"
+    options: TrainOptions = field(default_factory=TrainOptions)
+
+
+def load_training_trajectories(paths: list[Path]) -> list[Trajectory]:
+    trajectories: list[Trajectory] = []
+    for path in paths:
+        trajectories += read_trajectories(path)
+    if not trajectories:
+        raise DataError(", ".join(str(trajectory_file(p)) for p in paths), "no trajectories to train on")
+    return trajectories
+
+
+def build_examples(tokenizer: Any, trajectories: list[Trajectory], max_tokens: int) -> tuple[list[TrainExample], int]:
+    """(examples no longer than max_tokens, how many were left out)."""
+    examples = [imitation_example(tokenizer, t) for t in trajectories]
+    kept = [ex for ex in examples if len(ex) <= max_tokens]
+    return kept, len(examples) - len(kept)
+
+
+def attach_method(model: Any, options: TrainOptions) -> dict[str, Any]:
+    """The parameters to train: all of them, or LoRA adapters (the base frozen)."""
+    if options.method == "lora":
+        return add_lora(model, options.lora_rank, options.lora_alpha, seed=options.seed)
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records: list[dict[str, Any]],
+           meta: dict[str, Any]) -> dict[str, Any]:
+    if options.method == "lora":
+        merge_lora(model)
+    model.eval()
+    tokens = sum(r.get("tokens", 0) for r in records)
+    seconds = sum(r["seconds"] for r in records)
+    report = {
+        **meta,
+        "method": options.method,
+        "options": options.model_dump(),
+        "steps": len(records),
+        "first_loss": records[0]["loss"] if records else None,
+        "final_loss": records[-1]["loss"] if records else None,
+        "tokens_per_second": round(tokens / seconds, 2) if seconds and tokens else None,
+        "prompt": {"shots": 0},
+    }
+    save_model_dir(model, tokenizer, out, report)
+    plot_loss(records, out / "loss.png", f"{meta['stage']} ({options.method}, {meta['base_model']})")
+    drop_checkpoint(out)
+    return report
+
+
+def run_imitation(req: ImitationRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+    console = console or Console(stderr=True)
+    options, out = req.options, Path(req.out)
+    files = [trajectory_file(p) for p in req.data]
+    trajectories = load_training_trajectories(files)  # bad data fails before the model loads
+    if is_complete(out):
+        console.print(f"{out} already holds a finished checkpoint; nothing to do (use another --out to train again)")
+        return read_meta(out)
+    pin_threads(options)
+    with DirectoryLock(out, "training directory"):
+        model, tokenizer, source = load_trainable(req.model, progress=progress)
+        examples, dropped = build_examples(tokenizer, trajectories, options.max_tokens)
+        if not examples:
+            raise DataError(str(files[0]), f"every trajectory is longer than --max-tokens {options.max_tokens}")
+        if dropped:
+            console.print(f"[yellow]left out {dropped} trajectories longer than {options.max_tokens} tokens[/yellow]")
+        batches = plan_batches([len(ex) for ex in examples], options.batch_size, options.epochs, options.seed)
+        batches = batches[: options.max_steps] if options.max_steps else batches
+        params = attach_method(model, options)
+        lr = options.lr or DEFAULT_LR[options.method]
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+        def step(batch: list[int]) -> dict[str, float]:
+            ids, mask, labels = collate([examples[i] for i in batch], pad)
+            loss, learned = imitation_loss(model, ids, mask, labels)
+            loss.backward()
+            return {"loss": loss.item(), "tokens": float(mask.sum()), "learned_tokens": float(learned)}
+
+        identity = {"data": examples_fingerprint(examples), "model": resolve_model(req.model), "options": identity_options(options)}
+        console.print(f"imitation: {len(examples)} trajectories, {len(batches)} steps, {options.method} fine-tune, lr {lr:g}")
+        records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
+                             identity=identity, console=console, progress=progress, description="imitation")
+        meta = {
+            "stage": "imitation",
+            "base_model": resolve_model(req.model),
+            "base_source": source,
+            "data": [str(f) for f in files],
+            "data_sha256": [hashlib.sha256(f.read_bytes()).hexdigest() for f in files],
+            "examples": len(examples),
+            "left_out_long": dropped,
+            "lr": lr,
+        }
+        return finish(model, tokenizer, out, options, records, meta)
+
+
+def read_log(out: Path) -> list[dict[str, Any]]:
+    return read_jsonl(Path(out) / TRAIN_LOG)

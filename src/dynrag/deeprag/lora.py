@@ -1,0 +1,69 @@
+"""LoRA written here, not taken from peft: adapters on chosen linear layers, merged into the base
+weights before saving, so the output is a plain HF directory that loads without any adapter
+library, and the checkpoint of a run is just the adapter tensors (safetensors) and their Adam state.
+
+W x becomes W x + (alpha / r) * B (A x), with A (r x in) drawn like nn.Linear's weight and B
+(out x r) zero, so training starts from the base model exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import torch
+from torch import nn
+
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class LoRALinear(nn.Module):
+    def __init__(self, base: nn.Linear, rank: int, alpha: float):
+        super().__init__()
+        self.base = base
+        self.scale = alpha / rank
+        self.lora_a = nn.Parameter(torch.empty(rank, base.in_features, dtype=base.weight.dtype))
+        self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype))
+        nn.init.kaiming_uniform_(self.lora_a, a=math.sqrt(5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + (x @ self.lora_a.t() @ self.lora_b.t()) * self.scale
+
+    def merged(self) -> nn.Linear:
+        with torch.no_grad():
+            self.base.weight += (self.lora_b @ self.lora_a) * self.scale
+        return self.base
+
+
+def add_lora(model: nn.Module, rank: int = 16, alpha: float = 32.0, targets: Iterable[str] = DEFAULT_TARGETS,
+             seed: int = 0) -> dict[str, nn.Parameter]:
+    """Freeze the model and wrap every linear layer named in `targets`; returns the adapter
+    parameters by name (the only trainable ones)."""
+    targets = set(targets)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        wrapped = 0
+        for parent in list(model.modules()):
+            for name, child in list(parent.named_children()):
+                if name in targets and isinstance(child, nn.Linear):
+                    setattr(parent, name, LoRALinear(child, rank, alpha))
+                    wrapped += 1
+    finally:
+        torch.random.set_rng_state(generator_state)
+    if not wrapped:
+        raise ValueError(f"no linear layer named {sorted(targets)} in the model")
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+def merge_lora(model: nn.Module) -> nn.Module:
+    """Fold every adapter into its base weight and put the plain linear layer back."""
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, LoRALinear):
+                setattr(parent, name, child.merged())
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return model

@@ -1,0 +1,168 @@
+"""Binary tree search for the cheapest correct narrative (the paper's Algorithm 1, DESIGN §6).
+
+A priority queue holds partial narratives ordered by retrieval count, then by number of steps,
+then by insertion order. The cheapest is taken; its next sub-question is asked for. When there is
+none (the model or the gold decomposition says it is done) or the narrative already has
+`max_steps` sub-questions, the final answer is written and checked: correct ends the search.
+Otherwise two children go on the queue: the sub-question answered from the model's own
+knowledge (**same cost**) and answered with retrieved passages (**cost + 1**).
+
+Children are materialised lazily: a child's answer is written only when the child is taken from
+the queue. Greedy decoding is deterministic, so this finds exactly what writing both answers at
+once would find, without writing the answers of children that are never taken.
+
+What the authors' released code does differently, and is not copied: both children cost + 1;
+the depth limit counts retrievals; "correct" is substring containment either way (so an empty
+answer matches everything); a failed search is retried with gold supporting sentences; and the
+gold answer is written into the saved trajectory. Here "correct" is normalised exact match with
+any gold answer or alias (or a token-F1 threshold), and nothing gold enters a trajectory.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, Sequence
+
+from dynrag.errors import ConfigError
+from dynrag.eval.metrics import best_token_scores, exact_match, normalize_answer, yes_no
+from dynrag.methods.deeprag.narrative import NarrativeStep
+
+History = tuple[NarrativeStep, ...]
+
+
+class Expander(Protocol):
+    """What the search asks of the models and the retriever for one question."""
+
+    def next_subquery(self, history: History) -> str | None:
+        """The next sub-question after `history`, or None when the narrative should end."""
+
+    def answer(self, history: History, subquery: str, retrieve: bool) -> NarrativeStep:
+        """`subquery` answered from memory, or with passages retrieved for it."""
+
+    def final_answer(self, history: History) -> str: ...
+
+    def is_correct(self, answer: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class SearchLimits:
+    max_steps: int = 4  # T: most sub-questions in a narrative
+    max_nodes: int = 24  # most queue entries taken (expanded) per question
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1 or self.max_nodes < 1:
+            raise ConfigError("max_steps and max_nodes must be at least 1")
+
+
+@dataclass(frozen=True)
+class Pending:
+    subquery: str
+    retrieve: bool
+
+
+@dataclass(order=True)
+class Node:
+    retrievals: int
+    steps: int
+    seq: int
+    history: History = field(compare=False)
+    pending: Pending | None = field(default=None, compare=False)
+
+
+Status = Literal["found", "exhausted", "node_limit"]
+
+
+@dataclass
+class SearchResult:
+    status: Status
+    steps: History | None = None
+    final_answer: str | None = None
+    expanded: int = 0  # queue entries taken
+    pushed: int = 1  # queue entries made, the root included
+    terminals: int = 0  # final answers written and checked
+    queued: int = 0  # entries left on the queue
+    # (retrievals, steps) of each node in the order it was taken: the queue discipline, observable.
+    order: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def retrievals(self) -> int | None:
+        return None if self.steps is None else sum(s.retrieve for s in self.steps)
+
+    def tree_counts(self) -> dict[str, int]:
+        return {"expanded": self.expanded, "pushed": self.pushed, "terminals": self.terminals, "queued": self.queued}
+
+
+def children(node: Node, history: History, subquery: str, seq: int) -> tuple[Node, Node]:
+    """The parametric child (same cost) and the retrieving child (cost + 1)."""
+    steps = len(history) + 1
+    return (
+        Node(node.retrievals, steps, seq, history, Pending(subquery, False)),
+        Node(node.retrievals + 1, steps, seq + 1, history, Pending(subquery, True)),
+    )
+
+
+def tree_search(expander: Expander, limits: SearchLimits = SearchLimits()) -> SearchResult:
+    result = SearchResult("exhausted")
+    queue = [Node(0, 0, 0, ())]
+    seq = 1
+    while queue:
+        if result.expanded >= limits.max_nodes:
+            result.status = "node_limit"
+            break
+        node = heapq.heappop(queue)
+        result.expanded += 1
+        result.order.append((node.retrievals, node.steps))
+        history = node.history
+        if node.pending is not None:
+            history = history + (expander.answer(history, node.pending.subquery, node.pending.retrieve),)
+        subquery = expander.next_subquery(history) if len(history) < limits.max_steps else None
+        if subquery is None:
+            answer = expander.final_answer(history)
+            result.terminals += 1
+            if expander.is_correct(answer):
+                result.status, result.steps, result.final_answer = "found", history, answer
+                break
+            continue
+        for child in children(node, history, subquery, seq):
+            heapq.heappush(queue, child)
+        seq += 2
+        result.pushed += 2
+    result.queued = len(queue)
+    return result
+
+
+# ---- correctness ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Match:
+    """How a final answer is judged against the gold answers and aliases."""
+
+    kind: Literal["em", "f1"] = "em"
+    threshold: float = 1.0
+
+    @classmethod
+    def parse(cls, spec: str) -> "Match":
+        """`em` (normalised exact match) or `f1:T` (token F1 >= T, 0 < T <= 1)."""
+        spec = spec.strip().lower()
+        if spec == "em":
+            return cls()
+        m = re.fullmatch(r"f1:([0-9]*\.?[0-9]+)", spec)
+        if m and 0.0 < float(m.group(1)) <= 1.0:
+            return cls("f1", float(m.group(1)))
+        raise ConfigError(f"--match {spec!r}: expected 'em' or 'f1:T' with 0 < T <= 1 (e.g. f1:0.8)")
+
+    def __str__(self) -> str:
+        return "em" if self.kind == "em" else f"f1:{self.threshold:g}"
+
+    def correct(self, answer: str, golds: Sequence[str], yes_no_dataset: bool = False) -> bool:
+        answer = (answer or "").strip()
+        if yes_no_dataset:
+            answer = yes_no(answer) or answer
+        if not normalize_answer(answer):
+            return False  # an empty answer is never right, whatever the gold
+        if self.kind == "em":
+            return exact_match(answer, golds) == 1.0
+        return best_token_scores(answer, golds).f1 >= self.threshold

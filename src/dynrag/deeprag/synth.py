@@ -1,0 +1,310 @@
+"""`dynrag synth`: tree-search data synthesis over a benchmark file into a resumable directory.
+
+    OUT/manifest.json       the resolved config (a different config in the same OUT is an error)
+    OUT/trajectories.jsonl  one line per question with a correct narrative (trajectory.py)
+    OUT/skipped.jsonl       one line per question without one (reason, tree counts)
+    OUT/summary.json        counts and rates, recomputed from the two files at the end of a run
+    OUT/contexts-index/     with --corpus contexts: the pooled paragraphs of the loaded questions
+
+Each finished question is one fsynced line in one of the two files; a rerun after kill -9 reads
+both (a torn last line is cut away), skips every id found there and searches the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from dynrag.corpus.passage import Passage
+from dynrag.deeprag.progress import progress_bar
+from dynrag.deeprag.search import History, Match, SearchLimits, tree_search
+from dynrag.deeprag.teachers import ModelTeacher, NoDecomposition, Teacher, check_teacher, open_teacher, teacher_kind
+from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
+from dynrag.errors import ConfigError, DataError
+from dynrag.eval.loaders import QAExample, dataset_spec, load_aliases
+from dynrag.eval.rundir import config_differences
+from dynrag.eval.runner import file_sha256, resolve_model
+from dynrag.eval.steps import check_corpus, corpus_index, load_questions
+from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, read_jsonl
+from dynrag.lm.base import LanguageModel
+from dynrag.methods.deeprag.narrative import Narrative, NarrativeStep, load_exemplars, trained_prompt_shots
+from dynrag.methods.deeprag.writer import NarrativeWriter
+from dynrag.registry import parse_pairs
+from dynrag.retrieval.base import Retriever
+
+SYNTH_FORMAT = "dynrag-synth/1"
+SELECTION = ("skip", "limit")
+MANIFEST, SUMMARY = "manifest.json", "summary.json"
+
+
+@dataclass
+class SynthRequest:
+    dataset: str
+    data: Path
+    out: Path
+    corpus: str = "contexts"
+    model: str = "bundled"
+    teacher: str | None = None  # target | dataset | a model spec
+    limit: int | None = None
+    skip: int = 0  # leave out the first N questions (e.g. those held out for evaluation)
+    max_steps: int = 4
+    max_nodes: int = 24
+    k: int = 3
+    match: str = "em"
+    shots: int | None = None  # worked examples in the target's prompt (default: as for the method)
+    aliases: Path | None = None
+    skip_bad: bool = False
+    retriever: str | None = None
+    retriever_options: list[str] = field(default_factory=list)
+
+
+def resolve_config(req: SynthRequest) -> dict[str, Any]:
+    """Every input that decides the trajectories, resolved; errors before anything is loaded."""
+    spec = dataset_spec(req.dataset)
+    teacher = check_teacher(req.teacher, spec.name)
+    limits = SearchLimits(req.max_steps, req.max_nodes)
+    match = Match.parse(req.match)
+    if req.limit is not None and req.limit < 1:
+        raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
+    if req.skip < 0:
+        raise ConfigError(f"--skip must be 0 or more (got {req.skip})")
+    if req.k < 1:
+        raise ConfigError(f"--k must be at least 1 (got {req.k})")
+    if req.shots is not None and not 0 <= req.shots <= len(load_exemplars()):
+        raise ConfigError(f"--shots must be between 0 and {len(load_exemplars())} (got {req.shots})")
+    if req.aliases is not None and spec.name != "2wikimultihopqa":
+        raise ConfigError("--aliases applies to --dataset 2wikimultihopqa only")
+    from dynrag.retrieval.factory import given_options
+
+    retriever = req.retriever or "bm25"
+    retriever_options = given_options(retriever, parse_pairs(req.retriever_options, "--retriever-option"), "--retriever-option")
+    index_dir = check_corpus(req.corpus)
+    corpus, corpus_sha = "contexts", None
+    if index_dir is not None:
+        from dynrag.retrieval.store import read_manifest
+
+        corpus = str(index_dir.resolve())
+        corpus_sha = read_manifest(corpus)["corpus_sha256"]
+    data = Path(req.data).resolve()
+    if not data.is_file():
+        raise DataError(str(req.data), "no such file")
+    model = resolve_model(req.model)
+    return {
+        "format": SYNTH_FORMAT,
+        "dataset": spec.name,
+        "data": str(data),
+        "data_sha256": file_sha256(data),
+        "aliases": str(Path(req.aliases).resolve()) if req.aliases else None,
+        "skip": req.skip,
+        "limit": req.limit,
+        "model": model,
+        "teacher": resolve_model(teacher) if teacher_kind(teacher) == "model" else teacher,
+        "max_steps": limits.max_steps,
+        "max_nodes": limits.max_nodes,
+        "k": req.k,
+        "match": str(match),
+        "shots": req.shots,
+        "corpus": corpus,
+        "corpus_sha256": corpus_sha,
+        "retriever": retriever,
+        "retriever_options": retriever_options,
+    }
+
+
+def open_output(out: Path, config: dict[str, Any]) -> None:
+    """Create OUT with its manifest, or check an existing OUT holds a run of the same config."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: exists and is not a directory; choose another --out")
+    path = out / MANIFEST
+    if not path.exists():
+        if (out / TRAJECTORIES).exists():
+            raise ConfigError(f"{out}: has {TRAJECTORIES} but no {MANIFEST}; choose another --out")
+        atomic_write_json(path, config)
+        return
+    import json
+
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(str(path), f"unreadable synth manifest ({exc})") from exc
+    # Which questions are searched (--skip, --limit) may change between runs: a rerun with a
+    # larger --limit goes on with more questions, a smaller one summarises the ones asked for.
+    diffs = config_differences({k: v for k, v in old.items() if k not in SELECTION},
+                               {k: v for k, v in config.items() if k not in SELECTION})
+    if diffs:
+        raise ConfigError(f"{out} holds a synthesis with a different config ({'; '.join(diffs)}); use another --out, or the same options to resume")
+
+
+@dataclass
+class QuestionExpander:
+    """The tree search's view of one question: models, teacher, retriever and the gold answers."""
+
+    example: QAExample
+    target: NarrativeWriter
+    teacher: Teacher
+    retriever: Retriever
+    k: int
+    match: Match
+    yes_no: bool
+    generations: int = 0
+    _final_hints: dict[History, str] = field(default_factory=dict)
+
+    def next_subquery(self, history: History) -> str | None:
+        if isinstance(self.teacher, ModelTeacher):
+            self.generations += 1
+        subquery, final = self.teacher.next_subquery(self.example, history)
+        if subquery is None and final:
+            self._final_hints[history] = final
+        return subquery
+
+    def answer(self, history: History, subquery: str, retrieve: bool) -> NarrativeStep:
+        self.generations += 1
+        if not retrieve:
+            return NarrativeStep(subquery, False, self.target.answer(self.example.question, history, subquery, None)[0])
+        hits = self.retriever.search(subquery, self.k)
+        passages = tuple(Passage(h.id, h.title, h.text) for h in hits)
+        return NarrativeStep(subquery, True, self.teacher.retrieved_answer(self.example, history, subquery, passages), passages)
+
+    def final_answer(self, history: History) -> str:
+        hint = self._final_hints.pop(history, None)
+        if hint is not None and getattr(self.teacher, "writer", None) is self.target:
+            return hint  # the target itself just wrote it, from the same prompt
+        self.generations += 1
+        return self.target.final(self.example.question, history)[0]
+
+    def is_correct(self, answer: str) -> bool:
+        return self.match.correct(answer, self.example.answers, self.yes_no)
+
+
+def select_examples(req: SynthRequest, config: dict[str, Any], console: Console) -> list[QAExample]:
+    aliases = load_aliases(Path(req.aliases)) if req.aliases else None
+    wanted = None if req.limit is None else req.skip + req.limit
+    examples, _ = load_questions(config["dataset"], req.data, console, aliases=aliases, skip_bad=req.skip_bad, limit=wanted)
+    examples = examples[req.skip :]
+    if not examples:
+        raise DataError(str(req.data), f"no questions to search (after --skip {req.skip})")
+    return examples
+
+
+def writer_for(lm: LanguageModel, shots: int | None) -> NarrativeWriter:
+    if shots is None:
+        trained = trained_prompt_shots(lm.name)
+        shots = len(load_exemplars()) if trained is None else trained
+    return NarrativeWriter(lm, Narrative(shots=shots))
+
+
+@dataclass
+class Models:
+    """What a synthesis needs loaded; tests pass their own."""
+
+    target: LanguageModel
+    teacher: LanguageModel | None
+    retriever: Retriever
+
+
+def load_models(config: dict[str, Any], examples: list[QAExample], out: Path, console: Console, progress: bool) -> Models:
+    from dynrag.lm import load_lm
+    from dynrag.retrieval.factory import open_retriever, with_numpy_bm25
+
+    index_dir = corpus_index(config["corpus"], out, examples, console, progress)
+    name = config["retriever"]
+    retriever = open_retriever(name, index_dir, with_numpy_bm25(name, config["retriever_options"]), work_dir=out, progress=progress)
+    teacher = None
+    if teacher_kind(config["teacher"]) == "model" and config["teacher"] != config["model"]:
+        console.print(f"loading teacher {config['teacher']} ...")
+        teacher = load_lm(config["teacher"], progress=progress)
+    console.print(f"loading target {config['model']} ...")
+    return Models(load_lm(config["model"], progress=progress), teacher, retriever)
+
+
+def run_synth(req: SynthRequest, *, console: Console | None = None, progress: bool = True,
+              models: Models | None = None) -> dict[str, Any]:
+    """Run (or resume) a synthesis; returns the summary written to summary.json."""
+    console = console or Console(stderr=True)
+    config = resolve_config(req)
+    out = Path(req.out)
+    examples = select_examples(req, config, console)
+    with DirectoryLock(out, "synthesis directory"):
+        open_output(out, config)
+        done = read_jsonl(out / TRAJECTORIES, repair=True) + read_jsonl(out / SKIPPED, repair=True)
+        done_ids = {r["id"] for r in done}
+        by_id = {ex.id for ex in examples}
+        todo = [ex for ex in examples if ex.id not in done_ids]
+        if done:
+            console.print(f"resuming {out}: {len(done_ids & by_id)} of {len(examples)} questions already searched")
+        if todo:
+            models = models or load_models(config, examples, out, console, progress)
+            _search_all(config, todo, len(examples), len(done_ids), models, out, console, progress)
+        return write_summary(out, config, examples)
+
+
+def _search_all(config, todo, total, already, models: Models, out: Path, console: Console, progress: bool) -> None:
+    target = writer_for(models.target, config["shots"])
+    teacher_writer = writer_for(models.teacher, None) if models.teacher is not None else target
+    teacher = open_teacher(config["teacher"], target, teacher_writer)
+    limits = SearchLimits(config["max_steps"], config["max_nodes"])
+    match, yes_no = Match.parse(config["match"]), dataset_spec(config["dataset"]).yes_no
+    found = 0
+    with JsonlAppender(out / TRAJECTORIES) as good, JsonlAppender(out / SKIPPED) as bad, \
+            progress_bar("synth", total, already, console, progress, unit="questions") as bar:
+        for n, ex in enumerate(todo, 1):
+            started = time.perf_counter()
+            expander = QuestionExpander(ex, target, teacher, models.retriever, config["k"], match, yes_no)
+            try:
+                result = tree_search(expander, limits)
+            except NoDecomposition:
+                bad.append({"id": ex.id, "question": ex.question, "reason": "no_decomposition", "tree": None,
+                            "generations": 0, "seconds": 0.0})
+                bar.advance(f"found {found}/{n}")
+                continue
+            seconds = time.perf_counter() - started
+            if result.status == "found":
+                found += 1
+                good.append(trajectory_record(ex.id, config["dataset"], ex.question, result.steps, result.final_answer,
+                                              result.tree_counts(), expander.generations, seconds))
+            else:
+                bad.append({"id": ex.id, "question": ex.question, "reason": result.status, "tree": result.tree_counts(),
+                            "generations": expander.generations, "seconds": round(seconds, 3)})
+            bar.advance(f"found {found}/{n}")
+
+
+def write_summary(out: Path, config: dict[str, Any], examples: list[QAExample]) -> dict[str, Any]:
+    ids = {ex.id for ex in examples}
+    found = [r for r in read_jsonl(out / TRAJECTORIES) if r["id"] in ids]
+    skipped = [r for r in read_jsonl(out / SKIPPED) if r["id"] in ids]
+    records = found + skipped
+    searched = [r for r in records if r.get("tree")]
+    seconds = sum(float(r["seconds"]) for r in records)
+    reasons: dict[str, int] = {}
+    for r in skipped:
+        reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    histogram: dict[str, int] = {}
+    for r in found:
+        histogram[str(r["retrievals"])] = histogram.get(str(r["retrievals"]), 0) + 1
+
+    def mean(values: list[float]) -> float | None:
+        return round(sum(values) / len(values), 4) if values else None
+
+    summary = {
+        "dataset": config["dataset"],
+        "model": config["model"],
+        "teacher": config["teacher"],
+        "questions": len(records),
+        "selected": len(examples),
+        "found": len(found),
+        "share_found": mean([1.0] * len(found) + [0.0] * len(skipped)),
+        "skipped": reasons,
+        "expanded_per_question": mean([float(r["tree"]["expanded"]) for r in searched]),
+        "generations_per_question": mean([float(r["generations"]) for r in searched]),
+        "retrievals_on_optimal_path": mean([float(r["retrievals"]) for r in found]),
+        "steps_on_optimal_path": mean([float(len(r["steps"])) for r in found]),
+        "retrievals_histogram": dict(sorted(histogram.items(), key=lambda kv: int(kv[0]))),
+        "seconds_per_question": mean([float(r["seconds"]) for r in records]),
+        "questions_per_hour": round(3600 * len(records) / seconds, 2) if seconds else None,
+    }
+    atomic_write_json(out / SUMMARY, summary)
+    return summary

@@ -1,0 +1,92 @@
+"""`dynrag train imitation` and `dynrag train calibration`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Optional
+
+import typer
+from rich.console import Console
+
+MODEL_HELP = "bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"
+
+
+def train_options(option: list[str], **flags: Any):
+    """TrainOptions from the explicit flags and --option KEY=VALUE pairs (unknown keys are errors)."""
+    from dynrag.deeprag.trainer import TrainOptions
+    from dynrag.registry import parse_model, parse_pairs
+
+    values: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
+    values.update(parse_pairs(option))
+    return parse_model(TrainOptions, values, "training")
+
+
+def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
+    @train.command("imitation")
+    def imitation_command(
+        data: list[Path] = typer.Option(..., "--data", help="A synth output directory or trajectories.jsonl (repeatable)."),
+        out: Path = typer.Option(..., "--out", help="Output HF directory (resumed when a run was interrupted)."),
+        model: str = typer.Option("bundled", "--model", help=f"Model to fine-tune: {MODEL_HELP}."),
+        method: Optional[str] = typer.Option(None, "--method", help="full (default) | lora"),
+        lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 1e-5 full, 2e-4 LoRA)."),
+        epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the trajectories (default 1)."),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps."),
+        batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Trajectories per step (default 4)."),
+        save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 50)."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        option: list[str] = typer.Option([], "--option", help="Other training option KEY=VALUE (max_tokens, warmup_steps, weight_decay, max_grad_norm, save_minutes, seed, lora_rank, lora_alpha)."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+    ) -> None:
+        """Stage I: supervised fine-tuning on the narratives found by `dynrag synth` (passages masked)."""
+        with user_errors():
+            from dynrag.deeprag.imitation import ImitationRequest, run_imitation
+
+            options = train_options(option, method=method, lr=lr, epochs=epochs, max_steps=max_steps,
+                                    batch_size=batch_size, save_every=save_every, threads=threads)
+            report = run_imitation(ImitationRequest(list(data), out, model, options), console=Console(stderr=True), progress=progress)
+            sys.stdout.write(json.dumps(report, indent=2) + "\n")
+
+    @train.command("calibration")
+    def calibration_command(
+        model: str = typer.Option(..., "--model", help="The stage-I model (e.g. hf:ckpt/imi): target of the search, and the frozen reference."),
+        dataset: str = typer.Option(..., "--dataset", help="Benchmark format of --data."),
+        data: Path = typer.Option(..., "--data", help="Further training questions (not those of stage I, never those you evaluate on)."),
+        out: Path = typer.Option(..., "--out", help="Output HF directory (resumed when a run was interrupted)."),
+        corpus: str = typer.Option("contexts", "--corpus", help="'contexts' or an index directory."),
+        teacher: Optional[str] = typer.Option(None, "--teacher", help="target (default) | dataset | a model spec, as for synth."),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
+        skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
+        max_steps_search: int = typer.Option(4, "--max-subqueries", help="T of the search: most sub-questions."),
+        max_nodes: int = typer.Option(24, "--max-nodes", help="Most tree nodes expanded per question."),
+        k: int = typer.Option(3, "--k", help="Passages per retrieval."),
+        match: str = typer.Option("em", "--match", help="em | f1:T"),
+        shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the stage-I model's search prompt (default 0: as it was trained; more can help a model trained on little data)."),
+        beta: float = typer.Option(0.4, "--beta", help="DPO beta."),
+        heldout: float = typer.Option(0.1, "--heldout", help="Share of questions whose pairs are kept out of training, to measure on."),
+        method: Optional[str] = typer.Option(None, "--method", help="full (default) | lora"),
+        lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 5e-7 full, as the authors; 5e-5 LoRA)."),
+        epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the pairs (default 1)."),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps."),
+        batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Pairs per step (default 4)."),
+        save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 50)."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        option: list[str] = typer.Option([], "--option", help="Other training option KEY=VALUE, as for imitation."),
+        retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 (default) | dense | hybrid | milvus."),
+        aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
+        skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+    ) -> None:
+        """Stage II: search again with the stage-I model, one preference pair per step of each optimal narrative, DPO."""
+        with user_errors():
+            from dynrag.deeprag.calibration import CalibrationRequest, run_calibration
+            from dynrag.deeprag.synth import SynthRequest
+
+            options = train_options(option, method=method, lr=lr, epochs=epochs, max_steps=max_steps,
+                                    batch_size=batch_size, save_every=save_every, threads=threads)
+            search = SynthRequest(dataset=dataset, data=data, out=out / "synth", corpus=corpus, model=model, teacher=teacher,
+                                  limit=limit, skip=skip, max_steps=max_steps_search, max_nodes=max_nodes, k=k, match=match, shots=shots,
+                                  aliases=aliases, skip_bad=skip_bad, retriever=retriever)
+            report = run_calibration(CalibrationRequest(search, out, beta, heldout, options), console=Console(stderr=True), progress=progress)
+            sys.stdout.write(json.dumps(report, indent=2) + "\n")

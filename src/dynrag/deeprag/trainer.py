@@ -1,0 +1,135 @@
+"""The training loop both stages share: fixed batches, AdamW, a JSONL log line per step, and a
+checkpoint every `save_every` steps (or `save_minutes`) that a rerun after kill -9 resumes from,
+optimizer state included. Steps logged after the last checkpoint are done again and their log
+lines replaced, so every step appears in the log exactly once.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Literal, Sequence
+
+import torch
+from pydantic import Field
+from rich.console import Console
+
+from dynrag.deeprag.checkpoint import CHECKPOINT_DIR, load_state, read_state_meta, save_state
+from dynrag.deeprag.progress import progress_bar
+from dynrag.errors import ConfigError
+from dynrag.io import JsonlAppender, atomic_write_text, json_line, read_jsonl
+from dynrag.registry import Options
+
+TRAIN_LOG = "train_log.jsonl"
+
+
+class TrainOptions(Options):
+    method: Literal["full", "lora"] = Field("full", description="full fine-tune, or LoRA adapters merged at the end")
+    lr: float | None = Field(None, gt=0, description="learning rate (default: by stage and method)")
+    epochs: int = Field(1, ge=1)
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps")
+    batch_size: int = Field(4, ge=1)
+    max_tokens: int = Field(1024, ge=16, description="longer examples are left out (and counted)")
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+    save_every: int = Field(50, ge=1, description="checkpoint every N steps")
+    save_minutes: float = Field(10.0, gt=0, description="... or when this long has passed since the last one")
+    seed: int = 0
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
+    lora_rank: int = Field(16, ge=1)
+    lora_alpha: float = Field(32.0, gt=0)
+
+
+# Options that change how a run is carried out, not what it computes: a resumed run may differ in them.
+OPERATIONAL = ("save_every", "save_minutes", "threads")
+
+
+def identity_options(options: TrainOptions) -> dict[str, Any]:
+    return {k: v for k, v in options.model_dump().items() if k not in OPERATIONAL}
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int, epochs: int, seed: int, group: int = 16) -> list[list[int]]:
+    """Example indices per step, fixed by the seed: each epoch shuffles, sorts windows of
+    `group` batches by length (less padding), and shuffles the batch order again."""
+    plan: list[list[int]] = []
+    for epoch in range(epochs):
+        rng = random.Random(f"{seed}:{epoch}")
+        order = list(range(len(lengths)))
+        rng.shuffle(order)
+        batches = []
+        window = batch_size * group
+        for start in range(0, len(order), window):
+            chunk = sorted(order[start : start + window], key=lambda i: (lengths[i], i))
+            batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+        rng.shuffle(batches)
+        plan += batches
+    return plan
+
+
+def learning_rate(step: int, base: float, warmup: int) -> float:
+    """Linear warm-up over `warmup` steps, then constant."""
+    return base * min(1.0, (step + 1) / warmup) if warmup else base
+
+
+StepFn = Callable[[list[int]], dict[str, float]]  # runs forward and backward on one batch
+
+
+def train_loop(*, params: dict[str, torch.nn.Parameter], batches: list[list[int]], step_fn: StepFn, options: TrainOptions,
+               lr: float, out: Path, identity: dict[str, Any], console: Console, progress: bool,
+               description: str = "train") -> list[dict[str, Any]]:
+    """Run (or resume) the optimizer steps; returns the log records. `identity` (data fingerprint,
+    options, model) must match a checkpoint found in OUT, else resuming is refused."""
+    out = Path(out)
+    trainable = [p for p in params.values() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=options.weight_decay)
+    ckpt = out / CHECKPOINT_DIR
+    start = 0
+    meta = read_state_meta(ckpt)
+    if meta is not None:
+        differs = sorted(k for k in identity if meta.get("identity", {}).get(k) != identity[k])
+        if differs or meta.get("total_steps") != len(batches):
+            raise ConfigError(
+                f"{out} holds a training run with different {', '.join(differs) or 'step count'}; "
+                "use another --out, or the same data and options to resume"
+            )
+        start = load_state(ckpt, params, optimizer)["step"]
+        console.print(f"resuming {out} from step {start} of {len(batches)}")
+    log_path = out / TRAIN_LOG
+    records = [r for r in read_jsonl(log_path, repair=True) if r["step"] <= start]
+    atomic_write_text(log_path, "".join(json_line(r) for r in records))
+    last_save = time.monotonic()
+    with JsonlAppender(log_path) as log, progress_bar(description, len(batches), start, console, progress, unit="steps") as bar:
+        for step in range(start, len(batches)):
+            started = time.perf_counter()
+            rate = learning_rate(step, lr, options.warmup_steps)
+            for group in optimizer.param_groups:
+                group["lr"] = rate
+            metrics = step_fn(batches[step])
+            grad_norm = torch.nn.utils.clip_grad_norm_(trainable, options.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            seconds = time.perf_counter() - started
+            record = {"step": step + 1, **{k: round(float(v), 6) for k, v in metrics.items()},
+                      "grad_norm": round(float(grad_norm), 6), "lr": rate, "seconds": round(seconds, 4)}
+            if "tokens" in metrics:
+                record["tokens_per_second"] = round(metrics["tokens"] / seconds, 2)
+            log.append(record)
+            records.append(record)
+            bar.advance(f"loss {record['loss']:.4f}")
+            if (step + 1) % options.save_every == 0 or time.monotonic() - last_save > 60 * options.save_minutes:
+                if step + 1 < len(batches):
+                    save_state(ckpt, step + 1, params, optimizer, {"total_steps": len(batches), "identity": identity})
+                    last_save = time.monotonic()
+    return records
+
+
+def drop_checkpoint(out: Path) -> None:
+    shutil.rmtree(Path(out) / CHECKPOINT_DIR, ignore_errors=True)
+
+
+def pin_threads(options: TrainOptions) -> None:
+    if options.threads:
+        torch.set_num_threads(options.threads)

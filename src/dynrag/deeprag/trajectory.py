@@ -1,0 +1,128 @@
+"""The trajectory JSONL format: one line per question with its optimal narrative.
+
+    {"format": "dynrag-trajectory/1", "id": ..., "dataset": ..., "question": ...,
+     "steps": [{"subquery": ..., "retrieve": true, "passages": [{"id", "title", "text"}], "answer": ...}],
+     "final_answer": ..., "retrievals": 1, "tree": {"expanded", "pushed", "terminals", "queued"},
+     "generations": 9, "seconds": 12.3}
+
+Everything in a trajectory was written by a model or returned by the retriever; no gold answer
+is stored (the dataset file has them). Questions without a correct narrative go to a second file
+(`skipped.jsonl`: id, reason, tree counts) so a resumed run does not search them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dynrag.corpus.passage import Passage
+from dynrag.errors import DataError
+from dynrag.io import read_jsonl
+from dynrag.methods.deeprag.narrative import NarrativeStep
+
+TRAJECTORY_FORMAT = "dynrag-trajectory/1"
+TRAJECTORIES, SKIPPED = "trajectories.jsonl", "skipped.jsonl"
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    id: str
+    question: str
+    steps: tuple[NarrativeStep, ...]
+    final_answer: str
+
+    @property
+    def retrievals(self) -> int:
+        return sum(s.retrieve for s in self.steps)
+
+
+def trajectory_record(
+    qid: str, dataset: str, question: str, steps: tuple[NarrativeStep, ...], final_answer: str,
+    tree: dict[str, int], generations: int, seconds: float,
+) -> dict[str, Any]:
+    return {
+        "format": TRAJECTORY_FORMAT,
+        "id": qid,
+        "dataset": dataset,
+        "question": question,
+        "steps": [s.to_dict() for s in steps],
+        "final_answer": final_answer,
+        "retrievals": sum(s.retrieve for s in steps),
+        "tree": tree,
+        "generations": generations,
+        "seconds": round(seconds, 3),
+    }
+
+
+def _string(record: dict, key: str, where: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"{where}{key!r} must be a string")
+    return value
+
+
+def parse_trajectory(record: Any) -> Trajectory:
+    """A Trajectory from one JSONL record; ValueError says which field is wrong."""
+    if not isinstance(record, dict):
+        raise ValueError("expected a JSON object")
+    if record.get("format") != TRAJECTORY_FORMAT:
+        raise ValueError(f"'format' must be {TRAJECTORY_FORMAT!r} (got {record.get('format')!r})")
+    qid, question, final = (_string(record, k, "") for k in ("id", "question", "final_answer"))
+    raw_steps = record.get("steps")
+    if not isinstance(raw_steps, list):
+        raise ValueError("'steps' must be a list")
+    steps = []
+    for i, s in enumerate(raw_steps):
+        where = f"steps[{i}]."
+        if not isinstance(s, dict):
+            raise ValueError(f"steps[{i}] must be an object")
+        if not isinstance(s.get("retrieve"), bool):
+            raise ValueError(f"{where}'retrieve' must be true or false")
+        passages = s.get("passages", [])
+        if not isinstance(passages, list) or not all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in passages):
+            raise ValueError(f"{where}'passages' must be a list of {{title, text}}")
+        steps.append(
+            NarrativeStep(
+                _string(s, "subquery", where),
+                s["retrieve"],
+                _string(s, "answer", where),
+                tuple(Passage(str(p.get("id", "")), str(p.get("title") or ""), p["text"]) for p in passages),
+            )
+        )
+    return Trajectory(qid, question, tuple(steps), final)
+
+
+def _validate(record: Any) -> str | None:
+    try:
+        parse_trajectory(record)
+    except ValueError as exc:
+        return f"bad trajectory: {exc}"
+    return None
+
+
+def trajectory_file(path: str | Path) -> Path:
+    """A synth output directory means its trajectories.jsonl."""
+    path = Path(path)
+    return path / TRAJECTORIES if path.is_dir() else path
+
+
+def read_trajectories(path: str | Path) -> list[Trajectory]:
+    """Every trajectory of a file (or synth directory), strictly: any bad line, the last one
+    included, is a DataError naming the file and line."""
+    path = trajectory_file(path)
+    if not path.is_file():
+        raise DataError(str(path), "no such trajectory file (run `dynrag synth` first)")
+    records = read_jsonl(path, validate=_validate)
+    lines = [i for i, line in enumerate(path.read_bytes().split(b"\n"), 1) if line.strip()]
+    if len(records) < len(lines):  # read_jsonl forgives a torn last line; training input may not
+        line_no = lines[len(records)]
+        raw = path.read_bytes().split(b"\n")[line_no - 1]
+        try:
+            import json
+
+            problem = _validate(json.loads(raw)) or "line not terminated"
+        except ValueError as exc:
+            problem = f"invalid JSON ({exc})"
+        raise DataError(str(path), problem, line_no)
+    return [parse_trajectory(r) for r in records]

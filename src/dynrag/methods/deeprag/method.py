@@ -1,0 +1,169 @@
+"""deeprag (inference): think to retrieve step by step (seed 002, DESIGN §5).
+
+The model writes a sub-question, then makes the atomic decision: the retrieve marker (the runner
+searches with the sub-question and inserts the top-k passages) or an answer from its own
+knowledge; then the intermediate answer. It repeats until it writes the final-answer phrase, or
+the step limit or token budget ends the narrative (then the final answer is asked for).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from dynrag.corpus.passage import Passage
+from dynrag.lm.base import Generation, LanguageModel, require
+from dynrag.methods.base import Answer, MethodOptions, Step, Trace
+from dynrag.methods.chain import ChainOptions, RetrievingMethod
+from dynrag.methods.deeprag.decision import wants_retrieval
+from dynrag.methods.deeprag.narrative import (
+    QUESTION_SEG,
+    Narrative,
+    NarrativeStep,
+    final_line,
+    load_exemplars,
+    trained_prompt_shots,
+)
+from dynrag.methods.deeprag.writer import NarrativeWriter
+from dynrag.methods.direct import require_question
+from dynrag.methods.prompting import PromptBuilder
+from dynrag.retrieval.base import Hit, Retriever
+
+
+class DeepRagOptions(ChainOptions):
+    max_new_tokens: int = Field(256, ge=8, description="budget of generated tokens over the whole narrative")
+    decision: Literal["generate", "margin"] = Field(
+        "generate", description="generate: the model's own continuation; margin: marker log-probabilities + bias"
+    )
+    bias: float = Field(0.0, description="added to the margin (decision=margin); > 0 retrieves more")
+    max_steps: int = Field(6, ge=1, le=20, description="most sub-questions per question")
+    shots: int | None = Field(
+        None, ge=0, description="worked examples in the prompt; default: 0 for a dynrag-trained checkpoint, else all"
+    )
+    max_subquery_tokens: int = Field(40, ge=4, description="longest sub-question line")
+    max_answer_tokens: int = Field(32, ge=2, description="longest intermediate or final answer")
+
+
+def hit_passage(hit: Hit) -> Passage:
+    return Passage(hit.id, hit.title, hit.text)
+
+
+class DeepRag(RetrievingMethod):
+    """deeprag: the model writes sub-questions and decides for each whether to retrieve."""
+
+    name: ClassVar[str] = "deeprag"
+    Options: ClassVar[type[MethodOptions]] = DeepRagOptions
+
+    def __init__(self, lm: LanguageModel, builder: PromptBuilder | None, options: DeepRagOptions, retriever: Retriever):
+        super().__init__(lm, builder, options, retriever)
+        if options.decision == "margin":
+            require(lm, "next_token_logprobs", needed_by="deeprag with decision=margin", instead="use decision=generate")
+        shots = options.shots
+        if shots is None:
+            trained = trained_prompt_shots(lm.name)
+            shots = len(load_exemplars()) if trained is None else trained
+        narrative = Narrative(shots=min(shots, len(load_exemplars())))
+        self.writer = NarrativeWriter(lm, narrative, options.max_subquery_tokens, options.max_answer_tokens)
+
+    @property
+    def narrative(self) -> Narrative:
+        return self.writer.narrative
+
+    def answer(self, question: str) -> Answer:
+        question = require_question(question)
+        started = time.perf_counter()
+        opts = self.options
+        trace = Trace(question, self.name, self.lm.name, {**opts.model_dump(), "shots": self.narrative.shots})
+        run = _Run(self, question, trace)
+        # Query classification (when on) decides once: a question it says needs none never retrieves.
+        run.may_retrieve = self.chain.needs_retrieval(question, trace)
+        final: str | None = None
+        while len(run.steps) < opts.max_steps and run.budget_left() > 0:
+            kind, text = run.next_line()
+            if kind == "subquery":
+                run.take_step(text)
+                continue
+            if kind == "final" and text:
+                final = text
+            break  # the final answer, or a line that is neither: ask for the final answer
+        if final is None:
+            final = run.forced_final()
+        trace.seconds = time.perf_counter() - started
+        return Answer(text=(run.narrative_text() + final_line(final)).strip(), final_answer=final, trace=trace)
+
+
+class _Run:
+    """One question's narrative as it is written, with the trace of every generation."""
+
+    def __init__(self, method: DeepRag, question: str, trace: Trace):
+        self.m, self.w, self.question, self.trace = method, method.writer, question, trace
+        self.steps: list[NarrativeStep] = []
+        self.spent = 0
+        self.may_retrieve = True
+
+    def budget_left(self) -> int:
+        return self.m.options.max_new_tokens - self.spent
+
+    def _record(self, gen: Generation, kind: str, details: dict[str, Any]) -> None:
+        n = gen.decoded_tokens or len(gen)
+        self.spent += n
+        self.trace.steps.append(Step(kind, gen.text, gen.text, n, None, details))
+
+    def next_line(self) -> tuple[str, str]:
+        kind, text, gen = self.w.next_line(self.question, self.steps, self.budget_left())
+        self._record(gen, "subquery", {"step": len(self.steps) + 1})
+        return kind, text
+
+    def take_step(self, subquery: str) -> None:
+        opts = self.m.options
+        number = len(self.steps) + 1
+        margin = lp_retrieve = lp_answer = None
+        answer: str | None = None
+        decision_text = ""
+        if opts.decision == "margin":
+            margin, lp_retrieve, lp_answer = self.w.margin(self.question, self.steps, subquery, opts.bias)
+            retrieve = wants_retrieval(margin)
+        else:
+            kind, rest, gen = self.w.decide(self.question, self.steps, subquery, self.budget_left())
+            self._record(gen, "decision", {"step": number})
+            decision_text, retrieve = gen.text, kind == "retrieve"
+            if kind == "parametric" and rest:
+                answer = rest  # written on the decision line: no second generation
+        overruled = retrieve and not self.may_retrieve
+        retrieve = retrieve and self.may_retrieve
+        passages: tuple[Passage, ...] | None = None
+        if retrieve:  # through the retrieval chain: plain top-k unless chain options are set
+            reason = f"step {number}" + (f", margin {margin:+.3f}" if margin is not None else "")
+            hits = self.m.chain.retrieve(subquery, self.trace, position=self.spent, reason=reason)
+            passages = tuple(hit_passage(h) for h in hits)
+        details: dict[str, Any] = {
+            "step": number,
+            "subquery": subquery,
+            "decision": "retrieve" if retrieve else "parametric",
+            "margin": None if margin is None else round(margin, 4),
+            "logprob_retrieve": None if lp_retrieve is None else round(lp_retrieve, 4),
+            "logprob_answer": None if lp_answer is None else round(lp_answer, 4),
+            "decision_text": decision_text,
+            "overruled_by_classifier": overruled,
+            "hits": [p.id for p in passages or ()],
+        }
+        if answer is None:
+            answer, gen = self.w.answer(self.question, self.steps, subquery, passages, self.budget_left())
+            self._record(gen, "answer", details)
+        else:
+            self.trace.steps.append(Step("answer", answer, answer, 0, None, details))
+        details["answer"] = answer
+        self.steps.append(NarrativeStep(subquery, retrieve, answer, passages or ()))
+
+    def forced_final(self) -> str:
+        # The final answer may go past the token budget: a question always gets one.
+        final, gen = self.w.final(self.question, self.steps)
+        self._record(gen, "finish", {"step": len(self.steps) + 1})
+        return final
+
+    def narrative_text(self) -> str:
+        """What the model wrote after the question (with the inserted passages)."""
+        prompt = self.w.narrative.prompt(self.question, self.steps)
+        return prompt.text[next(s.end for s in prompt.segments if s.name == QUESTION_SEG) :]

@@ -1,0 +1,73 @@
+"""The four things a model writes in the narrative, each from its own prompt: the next line (a
+sub-question or the final answer), the decision after a sub-question, an intermediate answer
+(from memory, or with passages), and the final answer when it is asked for.
+
+The inference method and tree-search synthesis both write through this class, so a trajectory
+found by the search is text the method would have produced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from dynrag.corpus.passage import Passage
+from dynrag.lm.base import Generation, LanguageModel
+from dynrag.methods.deeprag.decision import marker_margin
+from dynrag.methods.deeprag.narrative import (
+    FINAL,
+    Narrative,
+    NarrativeStep,
+    add_answer_label,
+    add_retrieval,
+    add_subquery,
+    clean_answer,
+    parse_decision,
+    parse_line,
+)
+
+LINE_END = ("\n",)
+
+
+@dataclass
+class NarrativeWriter:
+    lm: LanguageModel
+    narrative: Narrative
+    max_subquery_tokens: int = 40
+    max_answer_tokens: int = 32
+
+    def _generate(self, prompt, limit: int | None, default: int) -> Generation:
+        return self.lm.generate(prompt, max(1, default if limit is None else min(limit, default)), stop=LINE_END)
+
+    def next_line(self, question: str, steps: Sequence[NarrativeStep], limit: int | None = None) -> tuple[str, str, Generation]:
+        """("subquery", text) | ("final", answer) | ("other", line), and the generation."""
+        gen = self._generate(self.narrative.prompt(question, steps), limit, self.max_subquery_tokens)
+        kind, text = parse_line(gen.text)
+        return kind, text, gen
+
+    def decide(self, question: str, steps: Sequence[NarrativeStep], subquery: str,
+               limit: int | None = None) -> tuple[str, str, Generation]:
+        """The model's own continuation after the sub-question: ("retrieve", "") |
+        ("parametric", the answer it wrote on the same line) | ("other", line)."""
+        prompt = add_subquery(self.narrative.prompt(question, steps), subquery)
+        gen = self._generate(prompt, limit, self.max_answer_tokens + 4)
+        kind, rest = parse_decision(gen.text)
+        return kind, clean_answer(rest) if kind == "parametric" else rest, gen
+
+    def margin(self, question: str, steps: Sequence[NarrativeStep], subquery: str, bias: float = 0.0) -> tuple[float, float, float]:
+        """(margin, log P(retrieve marker), log P(answer marker)) right after the sub-question."""
+        return marker_margin(self.lm, add_subquery(self.narrative.prompt(question, steps), subquery), bias)
+
+    def answer(self, question: str, steps: Sequence[NarrativeStep], subquery: str,
+               passages: Sequence[Passage] | None, limit: int | None = None) -> tuple[str, Generation]:
+        """The intermediate answer: from memory (`passages` None) or after the retrieve marker."""
+        prompt = add_subquery(self.narrative.prompt(question, steps), subquery)
+        if passages is not None:
+            add_retrieval(prompt, passages, subquery)
+        gen = self._generate(add_answer_label(prompt), limit, self.max_answer_tokens)
+        return clean_answer(gen.text), gen
+
+    def final(self, question: str, steps: Sequence[NarrativeStep]) -> tuple[str, Generation]:
+        """The final answer, asked for with the final-answer phrase."""
+        gen = self._generate(self.narrative.prompt(question, steps).add("final_label", FINAL), None, self.max_answer_tokens)
+        return clean_answer(gen.text).rstrip(".").strip(), gen

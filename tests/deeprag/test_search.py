@@ -1,0 +1,108 @@
+"""The binary tree search: queue order, the two children's costs, limits, correctness (fast)."""
+
+import pytest
+
+from dynrag.errors import ConfigError
+from dynrag.deeprag.search import Match, Node, SearchLimits, children, tree_search
+from dynrag.methods.deeprag.narrative import NarrativeStep
+
+
+class ScriptedTree:
+    """Two sub-questions; the final answer is right only after the decisions in `correct_path`."""
+
+    def __init__(self, correct_path=(False, True), subqueries=("q1", "q2")):
+        self.correct_path, self.subqueries = tuple(correct_path), subqueries
+        self.answered: list[tuple[tuple[bool, ...], bool]] = []
+        self.finals: list[tuple[bool, ...]] = []
+
+    def next_subquery(self, history):
+        return self.subqueries[len(history)] if len(history) < len(self.subqueries) else None
+
+    def answer(self, history, subquery, retrieve):
+        self.answered.append((tuple(s.retrieve for s in history), retrieve))
+        return NarrativeStep(subquery, retrieve, "from passages" if retrieve else "from memory")
+
+    def final_answer(self, history):
+        path = tuple(s.retrieve for s in history)
+        self.finals.append(path)
+        return "right" if path == self.correct_path else "wrong"
+
+    def is_correct(self, answer):
+        return answer == "right"
+
+
+def test_parametric_child_keeps_the_cost_and_the_retrieving_child_adds_one():
+    parent = Node(retrievals=2, steps=3, seq=7, history=(NarrativeStep("a", True, "x"),) * 3)
+    parametric, retrieving = children(parent, parent.history, "next?", seq=11)
+    assert (parametric.retrievals, parametric.steps) == (2, 4) and parametric.pending.retrieve is False
+    assert (retrieving.retrievals, retrieving.steps) == (3, 4) and retrieving.pending.retrieve is True
+    assert parametric.pending.subquery == retrieving.pending.subquery == "next?"
+    assert parametric < retrieving
+
+
+def test_queue_takes_fewest_retrievals_then_fewest_steps_then_first_in():
+    assert Node(0, 5, 9, ()) < Node(1, 1, 0, ())  # retrievals first
+    assert Node(1, 1, 9, ()) < Node(1, 2, 0, ())  # then steps
+    assert Node(1, 2, 3, ()) < Node(1, 2, 4, ())  # then insertion order
+
+    tree = ScriptedTree(correct_path=(False, True))
+    result = tree_search(tree, SearchLimits(max_steps=4, max_nodes=50))
+    # root; P; PP (final, wrong); R (1 retrieval, 1 step) before PR (1 retrieval, 2 steps); PR (final, right)
+    assert result.order == [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2)]
+    assert tree.finals == [(False, False), (False, True)]
+    assert result.status == "found" and result.retrievals == 1
+    assert [(s.subquery, s.retrieve, s.answer) for s in result.steps] == [
+        ("q1", False, "from memory"), ("q2", True, "from passages")]
+    assert result.final_answer == "right"
+    assert result.tree_counts() == {"expanded": 5, "pushed": 7, "terminals": 2, "queued": 2}
+
+
+def test_the_first_correct_narrative_found_has_the_fewest_retrievals():
+    for path in [(False, False), (True, False), (False, True), (True, True)]:
+        result = tree_search(ScriptedTree(correct_path=path), SearchLimits(max_steps=4, max_nodes=50))
+        assert result.status == "found" and tuple(s.retrieve for s in result.steps) == path
+        # every narrative checked before it retrieved no more than it
+        assert all(r <= sum(path) for r, _ in result.order)
+
+
+def test_children_are_answered_only_when_taken_from_the_queue():
+    tree = ScriptedTree(correct_path=(False, False))
+    result = tree_search(tree, SearchLimits(max_steps=4, max_nodes=50))
+    assert result.status == "found"
+    # taken: root (no answer), P, PP; the retrieving children R and PR were never answered
+    assert tree.answered == [((), False), ((False,), False)]
+
+
+def test_node_limit_and_exhaustion():
+    never = ScriptedTree(correct_path=("unreachable",))
+    limited = tree_search(never, SearchLimits(max_steps=4, max_nodes=3))
+    assert limited.status == "node_limit" and limited.expanded == 3 and limited.steps is None
+    short = tree_search(ScriptedTree(correct_path=("unreachable",)), SearchLimits(max_steps=1, max_nodes=50))
+    # T = 1: one sub-question, then the final answer on both children
+    assert short.status == "exhausted" and short.expanded == 3 and short.terminals == 2 and short.queued == 0
+    with pytest.raises(ConfigError):
+        SearchLimits(max_steps=0)
+
+
+def test_max_steps_counts_subquestions_not_retrievals():
+    tree = ScriptedTree(correct_path=(True, True, True), subqueries=("q1", "q2", "q3", "q4"))
+    result = tree_search(tree, SearchLimits(max_steps=3, max_nodes=100))
+    assert result.status == "found" and len(result.steps) == 3
+    assert max(len(p) for p in tree.finals) == 3
+
+
+def test_match_is_normalised_exact_match_or_an_f1_threshold():
+    em = Match.parse("em")
+    assert em.correct("The Danube.", ["Danube"]) and em.correct("Danube river", ["the Danube", "Danube River"])
+    assert not em.correct("the Danube river delta", ["Danube"])  # containment is not a match
+    assert not em.correct("Danube", ["the Danube river delta"])
+    assert not em.correct("", ["the"]) and not em.correct("  ", [""])  # empty never matches
+    assert em.correct("Yes, it was.", ["yes"], yes_no_dataset=True)
+    assert not em.correct("Yes, it was.", ["yes"])
+    f1 = Match.parse("f1:0.7")
+    assert f1.kind == "f1" and f1.threshold == 0.7 and str(f1) == "f1:0.7"
+    # precision 1/2, recall 1: F1 2/3
+    assert not f1.correct("Danube river", ["Danube"]) and Match.parse("f1:0.6").correct("Danube river", ["Danube"])
+    for bad in ("exact", "f1", "f1:0", "f1:1.5", "f1:x"):
+        with pytest.raises(ConfigError, match="--match"):
+            Match.parse(bad)
