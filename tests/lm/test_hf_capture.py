@@ -6,11 +6,11 @@ import torch
 
 from dynrag.lm.base import Prompt
 from dynrag.lm.hf import HFLanguageModel
+from dynrag.lm.kv_reuse import KVReuse
 from tests.tiny_models import tiny_gemma3, tiny_llama, tiny_llama_lm, tiny_tokenizer
 
 BUILDERS = {"llama": tiny_llama, "gemma3": tiny_gemma3}
 PROMPT = "the bridge of the town was built in 1887 by the engineer who was born in lyon . question : who built the bridge ? answer :"
-
 
 @pytest.fixture(params=sorted(BUILDERS))
 def pair(request):
@@ -20,7 +20,6 @@ def pair(request):
     lm = HFLanguageModel(build(len(tok), seed=3), tok, name=f"tiny-{request.param}")
     eager = build(len(tok), seed=3, attn="eager")
     return lm, eager, tok
-
 
 def test_captured_rows_match_eager_last_layer(pair):
     lm, eager, _ = pair
@@ -34,13 +33,11 @@ def test_captured_rows_match_eager_last_layer(pair):
         assert row.shape == (p + k + 1,)
         np.testing.assert_allclose(row, reference[p + k, : p + k + 1], atol=1e-5)
 
-
 def test_rows_sum_to_one(pair):
     lm, _, _ = pair
     gen = lm.generate(PROMPT, max_new_tokens=10, capture_attention=True)
     for row in gen.attention:
         assert abs(float(row.sum()) - 1.0) < 1e-5
-
 
 def test_entropy_and_logprob_equal_direct_computation(pair):
     lm, eager, _ = pair
@@ -56,7 +53,6 @@ def test_entropy_and_logprob_equal_direct_computation(pair):
         assert gen.logprobs[k] == pytest.approx(float(log_p[token]), abs=1e-4)
         assert token == int(torch.argmax(logits[p + k - 1]))  # greedy
 
-
 def test_capture_does_not_change_the_greedy_text(pair):
     lm, _, _ = pair
     plain = lm.generate(PROMPT, max_new_tokens=16)
@@ -64,7 +60,6 @@ def test_capture_does_not_change_the_greedy_text(pair):
     assert plain.token_ids == captured.token_ids
     assert plain.text == captured.text
     assert plain.attention is None
-
 
 def test_capture_leaves_logits_equal_to_sdpa(pair):
     lm, _, tok = pair
@@ -77,7 +72,6 @@ def test_capture_leaves_logits_equal_to_sdpa(pair):
         got = lm.model(ids).logits
         lm._recorder.reset(active=False)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-
 
 def test_generated_attention_matrix_is_lower_triangular(pair):
     lm, _, _ = pair
@@ -96,7 +90,6 @@ def test_segments_map_prompt_positions():
     assert [words[i] for i in gen.segment_positions("question")] == "who built the bridge ?".split()
     assert [words[i] for i in gen.segment_positions("docs")] == "the river of paris .".split()
 
-
 def test_stop_string_cuts_text_and_tokens_together():
     lm = tiny_llama_lm(seed=1)
     free = lm.generate(PROMPT, max_new_tokens=10)
@@ -108,7 +101,6 @@ def test_stop_string_cuts_text_and_tokens_together():
     assert stopped.text == "".join(stopped.pieces)
     assert len(stopped.token_ids) == len(stopped.pieces) == len(stopped.entropies)
 
-
 def test_reusable_prefix_gives_identical_generation(pair):
     lm, _, _ = pair
     shared = "the old mill of the town was built in 1887 . the new school was built by the founder . "
@@ -116,16 +108,16 @@ def test_reusable_prefix_gives_identical_generation(pair):
         return Prompt().add("exemplars", shared).mark_reusable_prefix().add("question", question)
     questions = ["who built the bridge ? answer :", "where was the engineer born ? answer :"]
     with_cache = [lm.generate(prompt(q), 8, capture_attention=True) for q in questions]
-    assert lm._cached_prefix is not None
-    lm._cached_prefix = None
-    without = [lm.generate(Prompt().add("exemplars", shared).add("question", q), 8, capture_attention=True)
-               for q in questions]
+    assert lm._kv.pinned is not None
+    without = []
+    for q in questions:
+        lm._kv = KVReuse(lm.model.config)  # nothing cached: a full prefill
+        without.append(lm.generate(Prompt().add("exemplars", shared).add("question", q), 8, capture_attention=True))
     for a, b in zip(with_cache, without):
         assert a.token_ids == b.token_ids
         np.testing.assert_allclose(a.entropies, b.entropies, atol=1e-4)
         for ra, rb in zip(a.attention, b.attention):
             np.testing.assert_allclose(ra, rb, atol=1e-5)
-
 
 def test_stop_after_keeps_the_match_and_counts_the_trimmed_token():
     lm = tiny_llama_lm(seed=1)
@@ -135,7 +127,6 @@ def test_stop_after_keeps_the_match_and_counts_the_trimmed_token():
     assert stopped.stop_reason == "stop_after"
     assert stopped.text == "".join(free.pieces[:3])  # through the match, its trailing space dropped
     assert stopped.decoded_tokens == 4 and len(stopped) == 3
-
 
 def test_stop_when_sees_state_and_stops():
     lm = tiny_llama_lm(seed=1)
@@ -147,7 +138,6 @@ def test_stop_when_sees_state_and_stops():
     assert len(gen) == 5 and gen.stop_reason == "callback" and len(gen.attention) == 5
     # The newest token's row arrives only when it is fed back.
     assert seen[-1] == (5, 4)
-
 
 def test_attention_pass_per_head_matches_eager(pair):
     lm, eager, tok = pair

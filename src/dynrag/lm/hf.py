@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -12,6 +11,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from dynrag.lm.base import Capabilities, Generation, Prompt
 from dynrag.lm.capture import install_recorder
+from dynrag.lm.kv_reuse import KVReuse
 
 # Pieces are decoded with a few tokens of left context so multi-byte characters and
 # SentencePiece's leading-space handling come out right.
@@ -47,7 +47,7 @@ class HFLanguageModel:
         self.tokenizer = tokenizer
         self.name = name
         self._recorder = install_recorder(self.model)
-        self._cached_prefix: tuple[tuple[int, ...], DynamicCache] | None = None
+        self._kv = KVReuse(self.model.config)
         eos = getattr(model.generation_config, "eos_token_id", None)
         if eos is None:
             eos = tokenizer.eos_token_id
@@ -68,24 +68,22 @@ class HFLanguageModel:
     def _prefix_cache(
         self, prompt: Prompt, prompt_ids: list[int], offsets: list[tuple[int, int]]
     ) -> tuple[DynamicCache, int]:
-        """A cache already holding the prompt's reusable prefix, and how many tokens it covers.
+        """A cache already holding the longest known prefix of the prompt, and how many tokens it covers.
 
         The prefix (instruction and exemplars) is the same for every call of a method, and often
-        most of the prompt; computing it once saves most of the prefill. Reused caches are copies,
-        because decoding appends to them (and sliding-window layers cannot be cropped back).
+        most of the prompt: it is computed once and kept. Beyond it, the caches of recent calls
+        are reused when the prompt extends one of them (lm/kv_reuse.py). Reused caches are copies,
+        because decoding appends to them.
         """
         n = 0
         while n < len(prompt_ids) - 1 and offsets[n][1] <= prompt.reusable_prefix:
             n += 1
-        if n < 8:
-            return DynamicCache(config=self.model.config), 0
-        key = tuple(prompt_ids[:n])
-        if self._cached_prefix is None or self._cached_prefix[0] != key:
-            cache = DynamicCache(config=self.model.config)
-            self.model(input_ids=torch.tensor([list(key)], device=self.model.device), cache=cache,
-                       use_cache=True, logits_to_keep=1)
-            self._cached_prefix = (key, cache)
-        return copy.deepcopy(self._cached_prefix[1]), n
+        if n >= 8:
+            key = tuple(prompt_ids[:n])
+            self._kv.pin(key, lambda cache: self.model(
+                input_ids=torch.tensor([list(key)], device=self.model.device), cache=cache, use_cache=True,
+                logits_to_keep=1))
+        return self._kv.lookup(prompt_ids)
 
     def _piece(self, window: list[int]) -> str:
         """Text the last token of `window` adds, decoded after the tokens before it."""
@@ -117,6 +115,7 @@ class HFLanguageModel:
             logits_to_keep=1,
         ).logits[0, -1]
         recorder.reset(active=capture_attention)
+        fed = list(prompt_ids)  # the tokens the cache holds, kept for the next call to reuse
 
         state = DecodeState(len(prompt_ids), [], [], [], [], recorder.rows, [])
         ids, pieces, logprobs, entropies = state.token_ids, state.pieces, state.logprobs, state.entropies
@@ -154,15 +153,18 @@ class HFLanguageModel:
             logits = self.model(
                 input_ids=torch.tensor([[token]], device=device), cache=cache, use_cache=True
             ).logits[0, -1]
+            fed.append(token)
         attention = None
         if capture_attention:
             rows = recorder.rows[: len(ids)]
             if len(rows) < len(ids):
                 # The newest token was never fed back; one more decode step yields its row.
                 self.model(input_ids=torch.tensor([[ids[-1]]], device=device), cache=cache, use_cache=True)
+                fed.append(ids[-1])
                 rows = recorder.rows[: len(ids)]
             attention = rows
         recorder.reset(active=False)
+        self._kv.store(fed, cache)
         return Generation(
             prompt=prompt,
             prompt_token_ids=prompt_ids,
@@ -217,12 +219,16 @@ class HFLanguageModel:
     @torch.inference_mode()
     def next_token_logprobs(self, prompt: str | Prompt, candidates: Sequence[str]) -> np.ndarray:
         """Natural-log probability that the token after `prompt` is the first token of each
-        candidate string, from one forward pass (used by the LM-pointwise reranker)."""
-        ids, _ = self._encode_prompt(Prompt.of(prompt))
+        candidate string, from one forward pass (the LM-pointwise reranker, DeepRAG's margin)."""
+        prompt = Prompt.of(prompt)
+        ids, offsets = self._encode_prompt(prompt)
         wanted = [self.first_token_id(c) for c in candidates]
+        cache, done = self._prefix_cache(prompt, ids, offsets)  # only the new tail is computed
         logits = self.model(
-            input_ids=torch.tensor([ids], device=self.model.device), use_cache=False, logits_to_keep=1
+            input_ids=torch.tensor([ids[done:]], device=self.model.device), cache=cache, use_cache=True,
+            logits_to_keep=1,
         ).logits[0, -1]
+        self._kv.store(ids, cache)
         return torch.log_softmax(logits.float(), dim=-1)[wanted].cpu().numpy()
 
     @torch.inference_mode()
