@@ -87,7 +87,9 @@ def ask(
     ),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="Index directory (dynrag index)."),
     method: Optional[str] = typer.Option(None, "--method", help=f"Answering method: {METHODS.choices()} (default single)."),
-    model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf], optionally ?kv_reuse=recent|prefix|off"
+    ),
     option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
     preset: Optional[str] = typer.Option(
         None, "--preset", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."

@@ -1,13 +1,17 @@
-"""Turn a model spec (`bundled`, `bundled:NAME`, `hf:PATH_OR_ID[#GGUF_FILE]`) into a LanguageModel."""
+"""Turn a model spec (`bundled`, `bundled:NAME`, `hf:PATH_OR_ID[#GGUF_FILE]`, each optionally
+followed by `?KEY=VALUE[&KEY=VALUE]` model options) into a LanguageModel."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
+from pydantic import Field
+
 from dynrag.errors import ConfigError, DynragError
-from dynrag.lm.base import LanguageModel
+from dynrag.lm.base import KVReuseMode, LanguageModel
 from dynrag.lm.bundled import BUNDLED_MODELS, DEFAULT_BUNDLED, ensure_converted, resolve_bundled
+from dynrag.registry import Options, parse_model, parse_pairs
 
 SPEC_FORMS = (
     "bundled",
@@ -17,27 +21,50 @@ SPEC_FORMS = (
 )
 
 
+class ModelOptions(Options):
+    """Options of a local (transformers) model, given after `?` in its spec."""
+
+    kv_reuse: KVReuseMode = Field(
+        "recent",
+        description="recent: reuse the key/value cache of the longest matching recent call; prefix: only "
+        "the instruction and exemplars; off: prefill every prompt whole",
+    )
+    kv_slots: int = Field(4, ge=1, le=64, description="recent calls whose key/value caches are kept")
+
+
 def describe_specs() -> str:
-    return ", ".join(SPEC_FORMS)
+    options = ", ".join(f"{k}=" for k in ModelOptions.model_fields)
+    return ", ".join(SPEC_FORMS) + f" (each may end in ?KEY=VALUE&...: {options})"
+
+
+def split_options(spec: str) -> tuple[str, ModelOptions]:
+    """`bundled?kv_reuse=off` -> ("bundled", ModelOptions(kv_reuse="off")); unknown keys are errors."""
+    base, sep, query = spec.partition("?")
+    if not sep:
+        return base, ModelOptions()
+    pairs = [p for p in query.split("&") if p]
+    values = parse_pairs(pairs, flag=f"model spec {spec!r}: option")
+    return base, parse_model(ModelOptions, values, f"model spec {spec!r}")
 
 
 def load_lm(spec: str = "bundled", progress: bool = True) -> LanguageModel:
-    spec = spec.strip()
+    full = spec.strip()
+    spec, options = split_options(full)
     if spec == "bundled" or spec.startswith("bundled:"):
         name = spec.partition(":")[2] or DEFAULT_BUNDLED
         model = resolve_bundled(name)
-        return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}")
+        return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}", options)
     if spec.startswith("hf:"):
         target, _, gguf_file = spec[3:].partition("#")
         if not target:
-            raise ConfigError(f"model spec {spec!r} names no path or id; valid forms: {describe_specs()}")
+            raise ConfigError(f"model spec {full!r} names no path or id; valid forms: {describe_specs()}")
         if gguf_file:
-            return _load_gguf(Path(target), gguf_file, spec)
-        return _load_hf_dir(target, spec)
-    raise ConfigError(f"unknown model spec {spec!r}; valid forms: {describe_specs()}")
+            return _load_gguf(Path(target), gguf_file, spec, options)
+        return _load_hf_dir(target, spec, options)
+    raise ConfigError(f"unknown model spec {full!r}; valid forms: {describe_specs()}")
 
 
-def _load_hf_dir(target: str | Path, name: str) -> LanguageModel:
+def _load_hf_dir(target: str | Path, name: str, options: ModelOptions | None = None) -> LanguageModel:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -51,10 +78,11 @@ def _load_hf_dir(target: str | Path, name: str) -> LanguageModel:
     except (OSError, ValueError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DynragError(f"cannot load model {name!r}: {first_line}") from exc
-    return HFLanguageModel(model, tokenizer, name=name)
+    options = options or ModelOptions()
+    return HFLanguageModel(model, tokenizer, name=name, kv_reuse=options.kv_reuse, kv_slots=options.kv_slots)
 
 
-def _load_gguf(directory: Path, gguf_file: str, name: str) -> LanguageModel:
+def _load_gguf(directory: Path, gguf_file: str, name: str, options: ModelOptions | None = None) -> LanguageModel:
     from dynrag.lm.bundled import BundledModel, convert_gguf, cache_root
 
     path = directory / gguf_file
@@ -63,7 +91,7 @@ def _load_gguf(directory: Path, gguf_file: str, name: str) -> LanguageModel:
     stat = path.resolve().stat()
     key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
     out = cache_root() / "models" / f"gguf-{path.stem}-{key}"
-    return _load_hf_dir(convert_gguf(path, out), name)
+    return _load_hf_dir(convert_gguf(path, out), name, options)
 
 
 def _is_tty() -> bool:
