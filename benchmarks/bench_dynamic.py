@@ -79,6 +79,7 @@ def run(args, examples, methods: list[str], options: dict[str, dict[str, str]]) 
         index = BM25Index.load(Path(tmp) / "idx", backend="numpy")
         lm = load_lm(args.model, progress=False)
         builder = PromptBuilder.for_dataset(args.dataset)
+        lm.generate(builder.build("warm-up"), 1)  # computes the pinned exemplar prefix before timing starts
         print(f"{len(examples)} {args.dataset} questions, model {lm.name}, {len(index)} pooled context passages; "
               f"{len(todo)} (method, question) pairs to answer", file=sys.stderr, flush=True)
         with JsonlAppender(args.log) as log:
