@@ -9,10 +9,13 @@ stems, title + text) and the same bm25s backend and thread count.
 
 Raw bm25s is measured three ways, because dynrag returns passages (id, title, text) and raw
 bm25s by default returns only row numbers:
-  ids       tokenize + retrieve: row numbers and scores only
+  ids       tokenize + retrieve: row numbers and scores only -- the reference of issue 14's goals:
+            `search_batch` (hits whose strings are read when first asked for) >= 0.85x on the
+            corpus and >= 0.9x on it repeated 5x, `search_rows_batch` (ids only) >= 0.95x on both
   +docs RAM retrieve(corpus=list of dicts): passages held in memory
-  +docs mmap bm25s's own disk-backed corpus (save(corpus=...), load(mmap=True, load_corpus=True)),
-            the like-for-like comparison for dynrag, which reads passages from disk
+  +docs mmap bm25s's own disk-backed corpus (save(corpus=...), load(mmap=True, load_corpus=True))
+dynrag is also timed reading the text of every hit it returns, what a caller that shows all of
+them pays.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from pathlib import Path
 
 DEFAULT_CORPUS = "/work/shared/data/wiki_corpus/passages.jsonl"
 DEFAULT_QUESTIONS = "/work/shared/data/hotpotqa/hotpot_dev_distractor_sample.json"
-GOALS = {"raw": 0.9, "rank_bm25": 100.0, "ingest": 15_000.0}
+# search_batch / raw ids on the corpus and on it repeated --scale times, ids / raw ids on both
+GOALS = {"hits": 0.85, "hits_scaled": 0.9, "ids": 0.95, "rank_bm25": 100.0, "ingest": 15_000.0}
 
 
 def peak_rss_mb() -> float:
@@ -150,7 +154,14 @@ def raw_bm25s(passages: list, backend: str, save_dir: str):
 
 
 # Rows and scores only, no passage read: the like-for-like match of raw bm25s's ids.
+HITS = "dynrag BM25Index.search_batch"
 ROWS = "dynrag BM25Index.search_rows_batch (ids only)"
+READ = "dynrag search_batch, every hit's text read"
+RAW = "raw bm25s ids"
+
+
+def read_all(batch) -> int:
+    return sum(len(h.text) + len(h.title) + len(h.id) for hits in batch for h in hits)
 
 
 def bench_search(index_dir: str, corpus: str, queries: list[str], args, tmp: str) -> dict:
@@ -171,10 +182,10 @@ def bench_search(index_dir: str, corpus: str, queries: list[str], args, tmp: str
         return tok.tokenize(queries, update_vocab=False, return_as="ids", show_progress=False)
 
     variants = {
-        "dynrag BM25Index.search_batch": lambda: index.search_batch(queries, k),
+        HITS: lambda: index.search_batch(queries, k),
         ROWS: lambda: index.search_rows_batch(queries, k),
-        "raw bm25s ids": lambda: raw.retrieve(raw_tokens(), k=k, show_progress=False,
-                                              n_threads=n_threads),
+        READ: lambda: read_all(index.search_batch(queries, k)),
+        RAW: lambda: raw.retrieve(raw_tokens(), k=k, show_progress=False, n_threads=n_threads),
         "raw bm25s +docs RAM": lambda: raw.retrieve(raw_tokens(), corpus=docs, k=k,
                                                     show_progress=False, n_threads=n_threads),
         "raw bm25s +docs mmap": lambda: raw_mm.retrieve(raw_tokens(), k=k, show_progress=False,
@@ -231,10 +242,10 @@ def bench_scaled(corpus: str, queries: list[str], args, tmp: str) -> dict:
         return tok.tokenize(queries, update_vocab=False, return_as="ids", show_progress=False)
 
     variants = {
-        "dynrag BM25Index.search_batch": lambda: index.search_batch(queries, k),
+        HITS: lambda: index.search_batch(queries, k),
         ROWS: lambda: index.search_rows_batch(queries, k),
-        "raw bm25s ids": lambda: raw.retrieve(raw_tokens(), k=k, show_progress=False,
-                                              n_threads=n_threads),
+        READ: lambda: read_all(index.search_batch(queries, k)),
+        RAW: lambda: raw.retrieve(raw_tokens(), k=k, show_progress=False, n_threads=n_threads),
         "raw bm25s +docs mmap": lambda: raw_mm.retrieve(raw_tokens(), k=k, show_progress=False,
                                                         n_threads=n_threads),
     }
@@ -251,7 +262,6 @@ def report(args, ingest: dict, search: dict, scaled: dict | None, n_questions: i
     import numpy as np
 
     qps = search["qps"]
-    ours_wall, ours_cpu = qps["dynrag BM25Index.search_batch"]
     full, half, raw_build = ingest["full"], ingest["half"], ingest["raw_full"]
     rate = full["passages"] / full["seconds"]
     rate_cpu = full["passages"] / full["cpu_seconds"]
@@ -292,52 +302,51 @@ def report(args, ingest: dict, search: dict, scaled: dict | None, n_questions: i
         "",
         "### Search throughput (queries/s)",
         "",
-        "| retriever | q/s (wall) | q/s (CPU time) | dynrag ÷ this (wall) | dynrag ÷ this (CPU) |",
-        "| --- | ---: | ---: | ---: | ---: |",
     ]
-    ratios: dict[str, tuple[float, float]] = {}
-    for name, (w, c) in qps.items():
-        note = " (first %d queries)" % args.rank_bm25_queries if name.startswith("rank") else ""
-        ratios[name] = (ours_wall / w, ours_cpu / c)
-        shown = ("—", "—") if name.startswith("dynrag") else tuple(
-            f"{r:,.2f}×" if r < 10 else f"{r:,.0f}×" for r in ratios[name]
-        )
-        lines.append(f"| {name}{note} | {w:,.0f} | {c:,.0f} | {shown[0]} | {shown[1]} |")
 
-    def rows_verdict(table: dict) -> str:
-        (rw, rc), (iw, ic) = table[ROWS], table["raw bm25s ids"]
-        w, c = rw / iw, rc / ic
-        met = "met" if min(w, c) >= GOALS["raw"] else "met by CPU time only" if c >= GOALS["raw"] else "NOT met"
-        return f"{c:,.2f}× CPU / {w:,.2f}× wall: **{met}**"
+    def table(rows: dict) -> list[str]:
+        ref_w, ref_c = rows[RAW]
+        out = ["| retriever | q/s (wall) | q/s (CPU time) | ÷ raw bm25s ids (wall) | ÷ raw bm25s ids (CPU) |",
+               "| --- | ---: | ---: | ---: | ---: |"]
+        for name, (w, c) in rows.items():
+            note = " (first %d queries)" % args.rank_bm25_queries if name.startswith("rank") else ""
+            out.append(f"| {name}{note} | {w:,.0f} | {c:,.0f} | {w / ref_w:.3f} | {c / ref_c:.3f} |")
+        return out
 
-    def verdict(name: str, goal: float) -> str:
-        w, c = ratios[name]
+    def verdict(rows: dict, name: str, reference: str, goal: float) -> str:
+        (w, c), (rw, rc) = rows[name], rows[reference]
+        w, c = w / rw, c / rc
         met = "met" if min(w, c) >= goal else "met by CPU time only" if c >= goal else "NOT met"
-        return f"{c:,.2f}× CPU / {w:,.2f}× wall: **{met}**"
+        shown = (lambda r: f"{r:,.2f}×" if r < 10 else f"{r:,.0f}×")
+        return f"{shown(c)} CPU / {shown(w)} wall (goal ≥ {goal:g}×): **{met}**"
 
+    size = f"{full['passages']:,} passages"
+    lines += table(qps)
     lines += [
         "",
-        f"- Goal dynrag ≥ {GOALS['raw']}× raw bm25s. Like for like (+docs mmap): "
-        f"{verdict('raw bm25s +docs mmap', GOALS['raw'])}. Against +docs RAM: "
-        f"{verdict('raw bm25s +docs RAM', GOALS['raw'])}. Against ids only: "
-        f"{verdict('raw bm25s ids', GOALS['raw'])}. Ids against ids (`search_rows_batch` ÷ raw "
-        f"bm25s ids): {rows_verdict(qps)}.",
-        f"- Goal dynrag ≥ {GOALS['rank_bm25']:.0f}× rank_bm25: "
-        f"{verdict('rank_bm25 BM25Okapi', GOALS['rank_bm25'])}.",
+        f"- `search_batch` (hits) ÷ raw bm25s ids, {size}: {verdict(qps, HITS, RAW, GOALS['hits'])}.",
+        f"- `search_rows_batch` (ids) ÷ raw bm25s ids, {size}: {verdict(qps, ROWS, RAW, GOALS['ids'])}.",
+    ]
+    if scaled is not None:
+        big = f"{scaled['passages']:,} passages"
+        lines += [
+            f"- `search_batch` (hits) ÷ raw bm25s ids, {big}: "
+            f"{verdict(scaled['qps'], HITS, RAW, GOALS['hits_scaled'])}.",
+            f"- `search_rows_batch` (ids) ÷ raw bm25s ids, {big}: "
+            f"{verdict(scaled['qps'], ROWS, RAW, GOALS['ids'])}.",
+        ]
+    lines += [
+        f"- `search_batch` ÷ rank_bm25: {verdict(qps, HITS, 'rank_bm25 BM25Okapi', GOALS['rank_bm25'])}.",
         f"- Same top-{args.k} ranking as raw bm25s for {search['same_ranking']:,} of "
         f"{search['n']:,} queries.",
         "",
-    ]
-    lines += [
-        "Why `search_batch` trails raw bm25s *ids only*: it returns `Hit`s with id, title and text "
-        "read from `passages.jsonl` (memory-mapped, so memory stays flat), and building them "
-        "costs about 1.5–2 µs a hit in Python (decode the line, cut three strings, make the "
-        "Hit): 15–25 µs a query at k=10, a third to a half of the total on a 21k-passage corpus "
-        "where bm25s's retrieval itself takes ~35 µs a query. Tokenising and the single "
-        "`retrieve` call per batch cost the same as raw bm25s's. The per-hit cost is constant "
-        "while retrieval grows with the corpus, so the ratio rises with corpus size (below). "
-        "`search_rows_batch` skips the hits (rows and scores as arrays, `passage(row)` on "
-        "demand) for callers that need ids only, such as recall evaluation or candidate fusion.",
+        "`search_batch` returns `Hit`s whose id, title and text are read from the memory-mapped "
+        "`passages.jsonl` when first asked for (`store.StoredHit`): making one costs the object, its row "
+        "and its score, set in bulk by loops that run in C, where cutting three strings out of "
+        "each line up front cost 1.5–2 µs a hit, as much as bm25s's retrieval itself on 21k "
+        "passages. A caller that reads every hit's text still pays for it (the \"every hit's text "
+        "read\" row). `search_rows_batch` returns rows and scores as arrays for callers that need "
+        "ids only (recall evaluation, candidate fusion).",
         "",
         "Memory: the build holds one batch (1,024 passages or 1 M characters), the vocabulary "
         "(grows sublinearly), 20 bytes a passage, and at the end the score matrix it saves "
@@ -346,20 +355,13 @@ def report(args, ingest: dict, search: dict, scaled: dict | None, n_questions: i
         "",
     ]
     if scaled is not None:
-        ours_w, ours_c = scaled["qps"]["dynrag BM25Index.search_batch"]
         lines += [
             f"Search on the corpus repeated {args.scale}× ({scaled['passages']:,} passages, "
-            "ids suffixed): retrieval cost grows with the corpus, dynrag's per-hit cost does not.",
+            "ids suffixed): retrieval cost grows with the corpus, the cost of a hit does not.",
             "",
-            "| retriever | q/s (wall) | q/s (CPU time) | dynrag ÷ this (wall) | dynrag ÷ this (CPU) |",
-            "| --- | ---: | ---: | ---: | ---: |",
         ]
-        for name, (w, c) in scaled["qps"].items():
-            shown = ("—", "—") if name.startswith("dynrag") else (
-                f"{ours_w / w:.2f}×", f"{ours_c / c:.2f}×"
-            )
-            lines.append(f"| {name} | {w:,.0f} | {c:,.0f} | {shown[0]} | {shown[1]} |")
-        lines += ["", f"Ids against ids at this size: {rows_verdict(scaled['qps'])}.", ""]
+        lines += table(scaled["qps"])
+        lines.append("")
     return "\n".join(lines)
 
 

@@ -1,83 +1,197 @@
-"""Dynamic methods side by side on the same questions, in one process: accuracy, retrievals,
-tokens decoded vs kept (waste), and latency relative to `single`.
+"""Every method side by side on the same questions, in one process, with and without reuse of the
+key/value cache across calls: accuracy, retrievals, tokens decoded vs kept (waste), prefill
+tokens per question and seconds per question, each method's speed-up from cache reuse, and
+latency relative to `single`.
 
-`dragin-reference-behaviour` is DRAGIN with early_stop=false: it decodes a full chunk and throws
-away what follows the trigger, as the authors' code does. Its waste ratio is the one to compare.
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_dynamic.py --limit 50 \\
+        [--methods single,dragin] [--option dragin:theta=0.1] [--log runs/bench-dynamic.jsonl] [--results FILE]
 
-    .venv/bin/python benchmarks/bench_dynamic.py --limit 50 [--theta 0.1] [--methods ...]
+The methods are the method registry's (so a method added to it joins the table), one after
+another. For each question a method answers twice, with reuse (`kv_reuse=recent`) and without it
+(`kv_reuse=prefix`: only the cached instruction-and-exemplars prefix, as before issue 14), in
+alternating order, so that the load of a shared machine falls on both alike. Seconds are wall
+clock and CPU time (user + system of this process; with OMP_NUM_THREADS=1 torch uses one core, so
+CPU time is what a quiet machine's wall clock would be). Greedy decoding makes both answers the
+same; the table counts the questions where they differ (float rounding at a near tie).
+
+Each answer is appended to the --log JSONL as it finishes; running the same command again skips
+what is logged, so a killed run resumes. The report is computed from the log.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import sys
 import tempfile
 import time
+from collections import defaultdict
+from datetime import datetime, timezone
 from pathlib import Path
 
 from dynrag.eval.loaders import load_examples
 from dynrag.eval.metrics import score_answer
 from dynrag.eval.pool import pool_contexts
+from dynrag.io import JsonlAppender, read_jsonl
 from dynrag.lm import load_lm
 from dynrag.methods.prompting import PromptBuilder
-from dynrag.methods.registry import build_method
+from dynrag.methods.registry import METHODS, NO_RETRIEVAL, build_method
+from dynrag.registry import parse_pairs
 from dynrag.retrieval.bm25 import BM25Index
 
-DEFAULT_RUNS = {
-    "single": ("single", {}),
-    "dragin": ("dragin", {}),
-    "dragin-reference-behaviour": ("dragin", {"early_stop": False}),
-    "flare": ("flare", {}),
-    "fixed_sentence": ("fixed_sentence", {}),
-    "fixed_length": ("fixed_length", {}),
-    "dragin-reference-variant": ("dragin", {"variant": "reference"}),
-}
+MODES = {"with": "recent", "without": "prefix"}
+REFERENCE = "single"
+STATIC = {"direct", "single"}  # every other method decides while it writes: the "dynamic" ones
+GOAL_SPEEDUP, GOAL_DRAGIN_VS_SINGLE = 1.3, 1.1
+
+
+def cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def answer_record(method, lm, example, method_name: str, mode: str) -> dict:
+    lm.kv_reuse = MODES[mode]
+    before = lm.prefill_counts
+    started, cpu = time.perf_counter(), cpu_seconds()
+    answer = method.answer(example.question)
+    seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
+    counts = lm.prefill_counts.minus(before)
+    score = score_answer(answer.final_answer, answer.text, example.answers)
+    return {
+        "method": method_name, "id": example.id, "mode": mode, "seconds": round(seconds, 4),
+        "cpu_seconds": round(cpu, 4), "em": score.em, "f1": score.f1, "answer": answer.text,
+        "retrievals": len(answer.trace.retrievals), "decoded": answer.trace.generated_tokens,
+        "kept": answer.trace.kept_tokens, "calls": counts.calls, "prompt_tokens": counts.prompt_tokens,
+        "prefilled_tokens": counts.prefilled_tokens, "reused_tokens": counts.reused_tokens,
+        "reuse_hits": counts.hits,
+    }
+
+
+def run(args, examples, methods: list[str], options: dict[str, dict[str, str]]) -> None:
+    done = {(r["method"], r["id"], r["mode"]) for r in read_jsonl(args.log, repair=True)}
+    todo = [(m, ex) for m in methods for ex in examples if any((m, ex.id, mode) not in done for mode in MODES)]
+    if not todo:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        BM25Index.build(pool_contexts(examples), Path(tmp) / "idx", progress=False)
+        index = BM25Index.load(Path(tmp) / "idx", backend="numpy")
+        lm = load_lm(args.model, progress=False)
+        builder = PromptBuilder.for_dataset(args.dataset)
+        lm.generate(builder.build("warm-up"), 1)  # computes the pinned exemplar prefix before timing starts
+        print(f"{len(examples)} {args.dataset} questions, model {lm.name}, {len(index)} pooled context passages; "
+              f"{len(todo)} (method, question) pairs to answer", file=sys.stderr, flush=True)
+        with JsonlAppender(args.log) as log:
+            built: dict[str, object] = {}
+            for i, (name, ex) in enumerate(todo):
+                if name not in built:
+                    built[name] = build_method(name, lm, None if name in NO_RETRIEVAL else index,
+                                               options.get(name, {}), builder)
+                order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
+                for mode in order:
+                    if (name, ex.id, mode) in done:
+                        continue
+                    record = answer_record(built[name], lm, ex, name, mode)
+                    log.append(record)
+                    print(f"[{i + 1}/{len(todo)}] {name} {ex.id} {mode} reuse: {record['seconds']:.1f} s, "
+                          f"{record['prefilled_tokens']} prefilled / {record['prompt_tokens']} prompt tokens",
+                          file=sys.stderr, flush=True)
+
+
+def report(args, methods: list[str], ids: list[str]) -> str:
+    records = read_jsonl(args.log)
+    by: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)
+    for r in records:
+        by[(r["method"], r["mode"])][r["id"]] = r
+    rows = {}
+    for name in methods:
+        complete = [i for i in ids if all(i in by[(name, mode)] for mode in MODES)]
+        if not complete:
+            continue
+        n = len(complete)
+
+        def mean(mode: str, key: str) -> float:
+            return sum(float(by[(name, mode)][i][key]) for i in complete) / n
+
+        same = sum(by[(name, "with")][i]["answer"] == by[(name, "without")][i]["answer"] for i in complete)
+        rows[name] = {
+            "n": n, "em": mean("with", "em"), "f1": mean("with", "f1"), "ret": mean("with", "retrievals"),
+            "decoded": mean("with", "decoded"), "kept": mean("with", "kept"), "calls": mean("with", "calls"),
+            "prompt": mean("with", "prompt_tokens"),
+            "prefill_without": mean("without", "prefilled_tokens"), "prefill_with": mean("with", "prefilled_tokens"),
+            "s_without": mean("without", "seconds"), "s_with": mean("with", "seconds"),
+            "cpu_without": mean("without", "cpu_seconds"), "cpu_with": mean("with", "cpu_seconds"),
+            "same": same,
+        }
+    ref = rows.get(REFERENCE)
+    lines = [
+        "| method | n | EM | F1 | ret/q | decoded/q | waste | calls/q | prompt tok/q | prefilled/q without | "
+        "prefilled/q with | s/q without | s/q with | speed-up (wall) | CPU s/q without | CPU s/q with | "
+        "speed-up (CPU) | × single without (CPU) | × single with (CPU) | same answers |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, r in rows.items():
+        waste = r["decoded"] / r["kept"] if r["kept"] else float("nan")
+        vs = (f"{r['cpu_without'] / ref['cpu_without']:.2f}", f"{r['cpu_with'] / ref['cpu_with']:.2f}") if ref else ("–", "–")
+        lines.append(
+            f"| {name} | {r['n']} | {r['em']:.3f} | {r['f1']:.3f} | {r['ret']:.2f} | {r['decoded']:.1f} | {waste:.3f} | "
+            f"{r['calls']:.2f} | {r['prompt']:.0f} | {r['prefill_without']:.0f} | {r['prefill_with']:.0f} | "
+            f"{r['s_without']:.2f} | {r['s_with']:.2f} | **{r['s_without'] / r['s_with']:.2f}×** | "
+            f"{r['cpu_without']:.2f} | {r['cpu_with']:.2f} | **{r['cpu_without'] / r['cpu_with']:.2f}×** | "
+            f"{vs[0]} | {vs[1]} | {r['same']}/{r['n']} |"
+        )
+    lines.append("")
+    dynamic = [name for name in rows if name not in STATIC]
+    if dynamic:
+        speedups = {name: rows[name]["cpu_without"] / rows[name]["cpu_with"] for name in dynamic}
+        met = all(s >= GOAL_SPEEDUP for s in speedups.values())
+        lines.append(f"- Goal: the dynamic methods ≥ {GOAL_SPEEDUP}× faster with reuse (CPU time): "
+                     + ", ".join(f"{k} {v:.2f}×" for k, v in speedups.items()) + f": **{'met' if met else 'NOT met'}**.")
+    if ref and "dragin" in rows:
+        wall, cpu = rows["dragin"]["s_with"] / ref["s_with"], rows["dragin"]["cpu_with"] / ref["cpu_with"]
+        before = rows["dragin"]["cpu_without"] / ref["cpu_without"]
+        met = cpu <= GOAL_DRAGIN_VS_SINGLE
+        lines.append(f"- Goal: `dragin` ≤ {GOAL_DRAGIN_VS_SINGLE}× `single`'s seconds per question with reuse: "
+                     f"{cpu:.2f}× by CPU time ({wall:.2f}× wall; without reuse {before:.2f}×): "
+                     f"**{'met' if met else 'NOT met'}**.")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="../shared/data/hotpotqa/hotpot_dev_distractor_sample.json")
     ap.add_argument("--dataset", default="hotpotqa")
     ap.add_argument("--limit", type=int, default=50)
     ap.add_argument("--model", default="bundled")
-    ap.add_argument("--runs", default=",".join(DEFAULT_RUNS))
-    ap.add_argument("--option", action="append", default=[], help="RUN:KEY=VALUE, e.g. dragin:theta=0.1")
+    ap.add_argument("--methods", default=",".join(METHODS.names()), help="comma-separated, registry order by default")
+    ap.add_argument("--option", action="append", default=[], help="METHOD:KEY=VALUE, e.g. dragin:theta=0.1")
+    ap.add_argument("--log", default="runs/bench-dynamic.jsonl", help="per-answer JSONL (resumes from it)")
+    ap.add_argument("--results", help="append the markdown section to this file")
     args = ap.parse_args()
-    runs = {name: (DEFAULT_RUNS[name][0], dict(DEFAULT_RUNS[name][1])) for name in args.runs.split(",")}
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for m in methods:
+        METHODS.get(m)  # an unknown name fails here, listing the valid ones
+    options: dict[str, dict[str, str]] = defaultdict(dict)
     for item in args.option:
-        run, _, pair = item.partition(":")
-        key, _, value = pair.partition("=")
-        runs[run][1][key] = value
+        name, _, pair = item.partition(":")
+        options[name].update(parse_pairs([pair]))
+    for name, values in options.items():
+        METHODS.parse_options(name, values)
+    load_start = os.getloadavg()
     examples = list(load_examples(args.dataset, args.data, limit=args.limit))
-    with tempfile.TemporaryDirectory() as tmp:
-        BM25Index.build(pool_contexts(examples), Path(tmp) / "idx", progress=False)
-        index = BM25Index.load(Path(tmp) / "idx")
-        lm = load_lm(args.model, progress=False)
-        builder = PromptBuilder.for_dataset(args.dataset)
-        n = len(examples)
-        print(f"{n} {args.dataset} questions, model {lm.name}, pooled-contexts BM25 index, options {args.option}")
-        print(f"{'run':<28}{'EM':>6}{'F1':>6}{'ret/q':>7}{'decoded/q':>10}{'kept/q':>8}{'waste':>7}{'s/q':>7}"
-              f"{'x single':>9}", flush=True)
-        single_seconds = None
-        for name, (method_name, options) in runs.items():
-            method = build_method(method_name, lm, index, options, builder)
-            r = dict(em=0.0, f1=0.0, retrievals=0, decoded=0, kept=0)
-            started = time.perf_counter()
-            for ex in examples:
-                answer = method.answer(ex.question)
-                s = score_answer(answer.final_answer, answer.text, ex.answers)
-                r["em"] += s.em
-                r["f1"] += s.f1
-                r["retrievals"] += len(answer.trace.retrievals)
-                r["decoded"] += answer.trace.generated_tokens
-                r["kept"] += answer.trace.kept_tokens
-            seconds = time.perf_counter() - started
-            if name == "single":
-                single_seconds = seconds
-            waste = r["decoded"] / r["kept"] if r["kept"] else float("nan")
-            rel = f"{seconds / single_seconds:.2f}" if single_seconds else "-"
-            print(f"{name:<28}{r['em'] / n:>6.3f}{r['f1'] / n:>6.3f}{r['retrievals'] / n:>7.2f}"
-                  f"{r['decoded'] / n:>10.1f}{r['kept'] / n:>8.1f}{waste:>7.3f}{seconds / n:>7.1f}{rel:>9}",
-                  flush=True)
+    run(args, examples, methods, options)
+    text = report(args, methods, [ex.id for ex in examples])
+    command = shlex.join(["OMP_NUM_THREADS=" + os.environ.get("OMP_NUM_THREADS", ""), ".venv/bin/python", *sys.argv])
+    head = (f"{len(examples)} {args.dataset} questions, model `{args.model}`, pooled-contexts BM25 index; "
+            f"command `{command}`; finished {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; load average at "
+            f"start {load_start[0]:.2f} / {load_start[1]:.2f} / {load_start[2]:.2f}, at end "
+            + " / ".join(f"{x:.2f}" for x in os.getloadavg()) + "\n\n")
+    print(head + text)
+    if args.results:
+        with open(args.results, "a", encoding="utf-8") as f:
+            f.write(head + text)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,10 @@ def ask(
     ),
     index_dir: Optional[Path] = typer.Option(None, "--index", help="Index directory (dynrag index)."),
     method: Optional[str] = typer.Option(None, "--method", help=f"Answering method: {METHODS.choices()} (default single)."),
-    model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
+    model: Optional[str] = typer.Option(
+        None, "--model",
+        help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL; local ones optionally ?kv_reuse=recent|prefix|off",
+    ),
     option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
     preset: Optional[str] = typer.Option(
         None, "--preset", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
@@ -149,12 +152,14 @@ def ask(
 def demo(
     model: str = typer.Option("bundled", "--model", help="Model spec."),
     limit: int = typer.Option(0, "--limit", help="Answer only the first N demo questions (0 = all)."),
+    full: bool = typer.Option(False, "--full", help="All 30 demo questions, closed book and single, with a summary table."),
 ) -> None:
-    """Build the demo index (first run) and answer the demo questions with and without retrieval."""
+    """A few demo questions closed book, with one retrieval and with DRAGIN's dynamic retrieval
+    (--full: all 30, closed book and single)."""
     with user_errors():
         from dynrag.demo import run_demo
 
-        run_demo(console, model_spec=model, limit=limit or None)
+        run_demo(console, model_spec=model, limit=limit or None, full=full)
 
 
 def _register_subcommands() -> None:

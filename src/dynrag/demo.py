@@ -1,8 +1,16 @@
-"""`dynrag demo`: the packaged demo corpus and questions, answered without and with retrieval."""
+"""`dynrag demo`: the packaged demo corpus and questions, answered without and with retrieval.
+
+`dynrag demo` shows the idea in about a minute: on a few questions, closed book (`direct`)
+against one retrieval before writing (`single`) against retrieval decided while writing
+(`dragin`): the words shaded by trigger score, where retrieval fired, the query QFS built, what
+it found and the answer. `dynrag demo --full` answers all 30 demo questions closed book and with
+`single` and ends with a table by question kind.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,16 +18,29 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 from rich.table import Table
+from rich.text import Text
 
 from dynrag.corpus import read_passages
 from dynrag.data import DemoQuestion, demo_passages_path, load_demo_questions
 from dynrag.eval.metrics import score_answer
 from dynrag.lm import load_lm
-from dynrag.lm.bundled import cache_root
+from dynrag.lm.base import LanguageModel
+from dynrag.lm.bundled import DEFAULT_BUNDLED, cache_root, converted_dir, resolve_bundled
+from dynrag.methods.base import Answer
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.registry import build_method
-from dynrag.render import render_answer
+from dynrag.render import final_line, render_answer, render_trace
 from dynrag.retrieval.bm25 import BM25Index
+
+# The quick demo's questions: on each, the bundled model's closed-book guess is wrong, and dragin
+# retrieves while it writes (benchmarks/RESULTS.md, "The one-minute demo").
+QUICK_QUESTIONS = ("s03", "s09", "q10")
+# Tight budgets keep the demo to a minute on two cores; the answers here need one sentence.
+QUICK_OPTIONS: dict[str, dict[str, int]] = {
+    "direct": {"max_new_tokens": 40},
+    "single": {"max_new_tokens": 40},
+    "dragin": {"max_new_tokens": 40, "chunk_tokens": 32, "max_retrievals": 2},
+}
 
 
 def demo_index_dir() -> Path:
@@ -41,12 +62,35 @@ def ordered_demo_questions() -> list[DemoQuestion]:
     return sorted(load_demo_questions(), key=lambda q: q.hops != "single-hop")
 
 
-def run_demo(console: Console, model_spec: str = "bundled", limit: int | None = None) -> dict[str, float]:
-    """Answer the demo questions without and with retrieval; returns exact match per method."""
+def first_use(model_spec: str) -> bool:
+    """Whether loading a bundled model will dequantise its GGUF weights first (not yet cached)."""
+    base = model_spec.strip().partition("?")[0]
+    if base != "bundled" and not base.startswith("bundled:"):
+        return False
+    model = resolve_bundled(base.partition(":")[2] or DEFAULT_BUNDLED)
+    return not (converted_dir(model) / "model.safetensors").exists()
+
+
+def load_model(console: Console, model_spec: str) -> LanguageModel:
+    """Load the model, saying how long it took (the first use of a bundled model dequantises)."""
+    converting = first_use(model_spec)
+    what = "dequantising the bundled weights (first use only, cached afterwards)" if converting else "loading"
+    started = time.perf_counter()
+    with console.status(f"{what} model {model_spec} ..."):
+        lm = load_lm(model_spec)
+    seconds = time.perf_counter() - started
+    note = f", the first use: dequantised and cached in {cache_root()}; later runs load in a few seconds" if converting else ""
+    console.print(f"model {lm.name} loaded in {seconds:.1f} s{note}")
+    return lm
+
+
+def run_demo(console: Console, model_spec: str = "bundled", limit: int | None = None, full: bool = False) -> dict[str, float]:
+    """The quick demo (or, with ``full``, the 30-question table); returns exact match per method."""
+    if not full:
+        return run_quick_demo(console, model_spec, limit)
     index = ensure_demo_index(console)
     questions = ordered_demo_questions()[:limit]
-    with console.status(f"loading model {model_spec} ..."):
-        lm = load_lm(model_spec)
+    lm = load_model(console, model_spec)
     builder = PromptBuilder.for_dataset("default")
     methods = {name: build_method(name, lm, index, {}, builder) for name in ("direct", "single")}
     console.print(
@@ -55,8 +99,8 @@ def run_demo(console: Console, model_spec: str = "bundled", limit: int | None = 
     )
     tally: dict[str, GroupTally] = {}
     started = time.perf_counter()
-    for q in questions:
-        console.print(Rule(f"{q.id} · {q.hops}"))
+    for i, q in enumerate(questions, 1):
+        console.print(Rule(f"[{i}/{len(questions)}] {q.id} · {q.hops}"))
         closed_book = methods["direct"].answer(q.question)
         closed_score = score_answer(closed_book.final_answer, closed_book.text, q.answers)
         mark = "✓" if closed_score.em else "✗"
@@ -72,6 +116,7 @@ def run_demo(console: Console, model_spec: str = "bundled", limit: int | None = 
     console.print(Rule("summary"))
     console.print(summary_table(tally))
     console.print(f"total time {time.perf_counter() - started:.1f} s")
+    console.print(next_steps())
     n = max(sum(g.n for g in tally.values()), 1)
     return {
         "direct": sum(g.direct_em for g in tally.values()) / n,
@@ -108,3 +153,65 @@ def summary_table(tally: dict[str, GroupTally]) -> Table:
             f"{g.single_f1 / max(g.n, 1):.2f}", f"{g.supporting_found}/{g.supporting_needed}",
         )
     return table
+
+
+def run_quick_demo(console: Console, model_spec: str = "bundled", limit: int | None = None) -> dict[str, float]:
+    """A few questions, closed book vs `single` vs `dragin`, with dragin's decisions shown."""
+    started = time.perf_counter()
+    by_id = {q.id: q for q in load_demo_questions()}
+    questions = [by_id[i] for i in QUICK_QUESTIONS][:limit]
+    index = ensure_demo_index(console)
+    lm = load_model(console, model_spec)
+    builder = PromptBuilder.for_dataset("default")
+    methods = {name: build_method(name, lm, None if name == "direct" else index, options, builder)
+               for name, options in QUICK_OPTIONS.items()}
+    console.print(
+        f"[bold]dynrag demo[/bold]: {len(questions)} questions over {len(index)} passages about a fictional "
+        "region the model cannot know. Each is answered closed book ([bold]direct[/bold]), with one "
+        "retrieval before writing ([bold]single[/bold]), and by [bold]dragin[/bold], which retrieves only "
+        "when a word it writes is uncertain and attended to, and searches with the words it attends to."
+    )
+    exact = {name: 0.0 for name in methods}
+    retrievals = 0
+    for i, q in enumerate(questions, 1):
+        console.print(Rule(f"[{i}/{len(questions)}] {q.id} · {q.hops}"))
+        console.print(Text.assemble(("Q ", "bold cyan"), q.question, ("   gold: " + " / ".join(q.answers), "dim")))
+        answers: dict[str, Answer] = {}
+        for name, method in methods.items():
+            answers[name] = method.answer(q.question)
+            exact[name] += score_answer(answers[name].final_answer, answers[name].text, q.answers).em
+        console.print(_short_line("closed book (direct)", answers["direct"], q.answers))
+        console.print(_short_line("one retrieval (single)", answers["single"], q.answers))
+        found = [h.title for r in answers["single"].trace.retrievals for h in r.hits]
+        console.print(Text(f"    single searched with the question and found: {'; '.join(found)}", style="dim"))
+        console.print(_short_line("dynamic (dragin)", answers["dragin"], q.answers))
+        render_trace(console, answers["dragin"])
+        retrievals += len(answers["dragin"].trace.retrievals)
+    n = max(len(questions), 1)
+    console.print(Rule("summary"))
+    console.print(
+        f"exact match on {len(questions)} questions: closed book {exact['direct']:.0f}/{n}, single "
+        f"{exact['single']:.0f}/{n}, dragin {exact['dragin']:.0f}/{n}; dragin retrieved {retrievals / n:.1f} "
+        f"times a question, single once. These questions were picked to show dragin retrieving; over "
+        f"benchmark questions it does not beat single with a 135M model (benchmarks/RESULTS.md). "
+        f"total time {time.perf_counter() - started:.1f} s"
+    )
+    console.print(next_steps())
+    return {name: value / n for name, value in exact.items()}
+
+
+def _short_line(label: str, answer: Answer, gold: list[str]) -> Text:
+    mark = "✓" if score_answer(answer.final_answer, answer.text, gold).em else "✗"
+    line = final_line(answer, label=f"{label:<24}")
+    line.append(f" {mark}  ({answer.trace.seconds:.1f} s, {len(answer.trace.retrievals)} retrievals)", style="dim")
+    return line
+
+
+def next_steps() -> Text:
+    """One line on where to go next (the trace viewer where this install has the server)."""
+    viewer = "`dynrag serve` (these traces in the browser viewer) · " if importlib.util.find_spec("dynrag.serve") else ""
+    return Text(
+        f"next: {viewer}`dynrag index` + `dynrag ask --method dragin` on your documents · "
+        "`dynrag eval --method dragin` on a benchmark · `dynrag demo --full` (all 30 questions)",
+        style="bold",
+    )

@@ -71,10 +71,21 @@ def narrative_steps(answer: Answer) -> Text | None:
 def render_answer(console: Console, answer: Answer, gold: list[str] | None = None) -> None:
     trace = answer.trace
     console.print(Text.assemble(("Q ", "bold cyan"), trace.question))
-    final = Text.assemble(("A ", "bold green"), (answer.final_answer or "(no answer)", "bold"))
+    console.print(final_line(answer, gold))
+    render_trace(console, answer)
+
+
+def final_line(answer: Answer, gold: list[str] | None = None, label: str = "A ") -> Text:
+    final = Text.assemble((label, "bold green"), (answer.final_answer or "(no answer)", "bold"))
     if gold is not None:
         final.append(f"   gold: {' / '.join(gold)}", style="dim")
-    console.print(final)
+    return final
+
+
+def render_trace(console: Console, answer: Answer) -> None:
+    """The generated text (shaded by trigger score where the method scores words), each retrieval
+    with where it fired, its query and what it found, and a line of cost."""
+    trace = answer.trace
     shaded = shaded_steps(answer, trace.options.get("theta"))
     narrative = narrative_steps(answer)
     if narrative is not None:

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from dynrag.demo import ordered_demo_questions
+from dynrag.data import load_demo_questions
+from dynrag.demo import QUICK_QUESTIONS, ordered_demo_questions
 
 pytestmark = pytest.mark.slow
 
@@ -17,10 +18,33 @@ def dynrag(*args, env=None):
                           timeout=900, env=env)
 
 
-def test_demo_prints_answers_passages_and_times():
+def test_demo_shows_where_dragin_retrieves_what_it_asks_and_finds():
     import os
 
-    r = dynrag("demo", "--limit", "2", env=dict(os.environ, COLUMNS="200"))
+    r = dynrag("demo", env=dict(os.environ, COLUMNS="200"))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert re.search(r"model bundled:\S+ loaded in \d+\.\d s", out)
+    questions = {q.id: q for q in load_demo_questions()}
+    for i, qid in enumerate(QUICK_QUESTIONS, 1):
+        assert f"[{i}/{len(QUICK_QUESTIONS)}] {qid}" in out  # a progress line per question
+        assert questions[qid].question in out
+    for label in ("closed book (direct)", "one retrieval (single)", "dynamic (dragin)"):
+        assert len(re.findall(rf"^{re.escape(label)} ", out, flags=re.MULTILINE)) == len(QUICK_QUESTIONS)
+    assert "words shaded by trigger score" in out and "⟲" in out  # where dragin's retrieval fired
+    # a retrieval dragin decided while writing: its trigger word, position, the QFS query, the hits
+    fired = re.findall(r"retrieval \d \[RIND \d+\.\d\d > 0\.3 at '[^']+'\] after \d+ tokens\s+query: (.+)", out)
+    assert len(fired) >= len(QUICK_QUESTIONS) and all(q.strip() for q in fired)
+    assert re.search(r"^\s+\d+\.\d\d\s+\S", out, flags=re.MULTILINE)  # passages with their scores
+    flat = " ".join(out.split())
+    assert f"exact match on {len(QUICK_QUESTIONS)} questions: closed book" in flat
+    assert "next:" in flat and "dynrag eval" in flat and "dynrag demo --full" in flat
+
+
+def test_demo_full_prints_answers_passages_and_times():
+    import os
+
+    r = dynrag("demo", "--full", "--limit", "2", env=dict(os.environ, COLUMNS="200"))
     assert r.returncode == 0, r.stderr
     out = r.stdout
     questions = ordered_demo_questions()[:2]

@@ -2,6 +2,8 @@
 
 import re
 
+import numpy as np
+
 import pytest
 
 from dynrag.corpus import read_passages
@@ -98,3 +100,46 @@ def test_dragin_reference_variant_on_the_bundled_model(lm, index, builder, quest
         assert retrieval.query.strip() and lm.count_tokens(retrieval.query) <= 64
     with_documents = [s for s in answer.trace.steps if s.details.get("with_documents")]
     assert len(with_documents) == len(answer.trace.retrievals)  # one sentence per retrieval
+@pytest.mark.parametrize("name", ["dragin", "flare"])
+def test_cache_reuse_leaves_every_record_as_a_cold_run_gives_it(name, lm, index, builder, question):
+    """The bundled model, cache reuse on against off: the same answer, trace, token ids,
+    log-probabilities and captured attention rows, with fewer tokens prefilled."""
+    calls = []
+    generate = lm.generate
+
+    def recording(*args, **kwargs):
+        calls.append(generate(*args, **kwargs))
+        return calls[-1]
+
+    answers, counts, gens = {}, {}, {}
+    lm.generate = recording
+    try:
+        for mode in ("off", "recent"):
+            lm.kv_reuse = mode
+            calls.clear()
+            before = lm.prefill_counts
+            answers[mode] = build_method(name, lm, index, {"theta": 0.2}, builder).answer(question.question).to_dict()
+            counts[mode], gens[mode] = lm.prefill_counts.minus(before), list(calls)
+    finally:
+        del lm.generate
+        lm.kv_reuse = "recent"
+    steps = {mode: data.pop("steps") for mode, data in answers.items()}
+    for data in answers.values():
+        data.pop("seconds")
+    assert answers["recent"] == answers["off"]  # answer, retrievals (queries, hits), token counts
+    assert len(steps["recent"]) == len(steps["off"])
+    for a, b in zip(steps["recent"], steps["off"]):
+        numbers = [k for k, v in a["details"].items() if isinstance(v, list) and v and isinstance(v[0], float)]
+        for key in numbers:  # per-word signals, rounded to 4 places: a last digit may differ
+            np.testing.assert_allclose(a["details"].pop(key), b["details"].pop(key), atol=2e-4)
+        assert a == b
+    assert len(gens["recent"]) == len(gens["off"]) >= 2
+    for a, b in zip(gens["recent"], gens["off"]):
+        assert a.token_ids == b.token_ids
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)
+        np.testing.assert_allclose(a.entropies, b.entropies, atol=1e-4)
+        for ra, rb in zip(a.attention or [], b.attention or []):
+            np.testing.assert_allclose(ra, rb, atol=1e-5)
+    assert counts["off"].reused_tokens == 0
+    assert counts["recent"].prompt_tokens == counts["off"].prompt_tokens
+    assert counts["recent"].hits >= 1 and counts["recent"].prefilled_tokens < counts["off"].prefilled_tokens

@@ -303,3 +303,39 @@ def test_search_rows_batch_matches_search_batch_without_reading_passages(index):
     assert (rows[1] == -1).all() and (rows[3] == -1).all()  # stopwords only; unknown word
     assert (rows[0] >= 0).sum() >= 1 and (rows[2] >= 0).sum() >= 2
     assert (np.diff(scores[2]) <= 0).all()
+
+
+def eager(hit) -> Hit:
+    """The Hit the search would have built up front: strings read from the corpus itself."""
+    p = next(p for p in CORPUS if p.id == hit.id)
+    return Hit(p.id, p.title, p.text, hit.score)
+
+
+def test_lazy_hits_equal_eager_hits_in_every_way(index):
+    import copy
+    import dataclasses
+    import pickle
+
+    queries = ["Which Canadian rock band had a drummer?", "capital of Germany", "hello back slash tab",
+               "Switzerland lake", "Zürich"]
+    for hits in index.search_batch(queries, 4):
+        for hit in hits:
+            want = eager(hit)
+            assert isinstance(hit, Hit) and hit == want and want == hit and hash(hit) == hash(want)
+            assert (hit.id, hit.title, hit.text, hit.score) == (want.id, want.title, want.text, want.score)
+            assert hit.to_dict() == want.to_dict() and dataclasses.asdict(hit) == dataclasses.asdict(want)
+            assert {hit, want} == {want} and repr(hit).endswith(repr(want)[len("Hit"):])
+            again = dataclasses.replace(hit, score=1.5)
+            assert again == Hit(want.id, want.title, want.text, 1.5)
+            for copied in (copy.copy(hit), copy.deepcopy(hit), pickle.loads(pickle.dumps(hit))):
+                assert type(copied) is Hit and copied == want
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                hit.text = "changed"  # type: ignore[misc]
+    assert index.search("capital of France", k=1)[0] != Hit("paris", "Paris", "another text", 1.0)
+
+
+def test_lazy_hits_read_their_text_after_the_index_is_closed(index_dir):
+    with BM25Index.load(index_dir, backend="numpy") as idx:
+        unread = idx.search_batch(["capital of Germany", "hello back slash tab"], 2)
+    assert [[eager(h) for h in hits] for hits in unread] == unread
+    assert unread[1][0].text == CORPUS[5].text  # escapes decoded after close too

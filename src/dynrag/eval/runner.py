@@ -81,13 +81,14 @@ def file_sha256(path: Path) -> str:
 
 
 def resolve_model(spec: str) -> str:
-    """`bundled` -> `bundled:<default>`, so a later change of default cannot resume into a run."""
-    spec = spec.strip()
+    """`bundled` -> `bundled:<default>`, so a later change of default cannot resume into a run;
+    model options (`?kv_reuse=...`) are kept."""
+    spec, sep, model_options = spec.strip().partition("?")
     if spec == "bundled" or spec.startswith("bundled:"):
         from dynrag.lm.bundled import resolve_bundled
 
-        return f"bundled:{resolve_bundled(spec.partition(':')[2]).name}"
-    return spec
+        spec = f"bundled:{resolve_bundled(spec.partition(':')[2]).name}"
+    return spec + sep + model_options
 
 
 def resolve_config(req: EvalRequest) -> dict[str, Any]:

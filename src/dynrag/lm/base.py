@@ -8,7 +8,7 @@ attention row it paid to every earlier position. Prompt positions map back to na
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -105,6 +105,34 @@ class Generation:
         for t, row in enumerate(self.attention):
             out[t, : t + 1] = row[p : p + t + 1]
         return out
+
+
+# How a local model reuses key/value caches across calls (lm/kv_reuse.py): the longest matching
+# recent call, only the marked instruction-and-exemplars prefix, or not at all.
+KVReuseMode = Literal["recent", "prefix", "off"]
+KV_REUSE_MODES: tuple[str, ...] = ("recent", "prefix", "off")
+
+
+@dataclass
+class PrefillCounts:
+    """What the calls of one model cost in prefill, summed since the model was made."""
+
+    calls: int = 0  # forward passes over a prompt (generate, next_token_logprobs)
+    prompt_tokens: int = 0  # tokens of those prompts
+    reused_tokens: int = 0  # of them, taken from a cached sequence instead of computed
+    hits: int = 0  # calls that reused more than the pinned prefix
+    pinned_tokens: int = 0  # computed to pin a marked prefix (once per distinct prefix)
+
+    @property
+    def prefilled_tokens(self) -> int:
+        """Tokens the model computed keys and values for before decoding."""
+        return self.prompt_tokens - self.reused_tokens + self.pinned_tokens
+
+    def copy(self) -> "PrefillCounts":
+        return PrefillCounts(*(getattr(self, f.name) for f in fields(self)))
+
+    def minus(self, before: "PrefillCounts") -> "PrefillCounts":
+        return PrefillCounts(*(getattr(self, f.name) - getattr(before, f.name) for f in fields(self)))
 
 
 @dataclass(frozen=True)

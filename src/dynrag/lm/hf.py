@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from dynrag.lm.base import Capabilities, Generation, Prompt
+from dynrag.lm.base import Capabilities, Generation, KVReuseMode, PrefillCounts, Prompt
 from dynrag.lm.capture import install_recorder
 from dynrag.lm.kv_reuse import KVReuse
 from dynrag.lm.stopping import DecodeState, StopWhen, stop_after_position, stop_position, trim_to
@@ -25,16 +25,37 @@ class HFLanguageModel:
         attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True, text_logprobs=True
     )
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        name: str,
+        kv_reuse: KVReuseMode = "recent",
+        kv_slots: int = 4,
+    ):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = name
         self._recorder = install_recorder(self.model)
-        self._kv = KVReuse(self.model.config)
+        self._kv = KVReuse(self.model.config, kv_reuse, kv_slots)
         eos = getattr(model.generation_config, "eos_token_id", None)
         if eos is None:
             eos = tokenizer.eos_token_id
         self.eos_token_ids: set[int] = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+
+    @property
+    def kv_reuse(self) -> KVReuseMode:
+        """How key/value caches are reused across calls: recent | prefix | off (lm/kv_reuse.py)."""
+        return self._kv.mode
+
+    @kv_reuse.setter
+    def kv_reuse(self, mode: KVReuseMode) -> None:
+        self._kv.set_mode(mode)
+
+    @property
+    def prefill_counts(self) -> PrefillCounts:
+        """Prompt tokens seen and reused since the model was made (a copy)."""
+        return self._kv.counts.copy()
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
@@ -53,19 +74,18 @@ class HFLanguageModel:
     ) -> tuple[DynamicCache, int]:
         """A cache already holding the longest known prefix of the prompt, and how many tokens it covers.
 
-        The prefix (instruction and exemplars) is the same for every call of a method, and often
-        most of the prompt: it is computed once and kept. Beyond it, the caches of recent calls
-        are reused when the prompt extends one of them (lm/kv_reuse.py). Reused caches are copies,
-        because decoding appends to them.
+        The marked prefix (instruction and exemplars) is the same for every call of a method, and
+        often most of the prompt: it is computed once and kept. Beyond it, the caches of recent
+        calls are reused when the prompt shares a prefix with one of them (lm/kv_reuse.py). Reused
+        caches are copies, because decoding appends to them.
         """
         n = 0
         while n < len(prompt_ids) - 1 and offsets[n][1] <= prompt.reusable_prefix:
             n += 1
-        if n >= 8:
-            key = tuple(prompt_ids[:n])
-            self._kv.pin(key, lambda cache: self.model(
-                input_ids=torch.tensor([list(key)], device=self.model.device), cache=cache, use_cache=True,
-                logits_to_keep=1))
+        key = tuple(prompt_ids[:n])
+        self._kv.pin(key, lambda cache: self.model(
+            input_ids=torch.tensor([list(key)], device=self.model.device), cache=cache, use_cache=True,
+            logits_to_keep=1))
         return self._kv.lookup(prompt_ids)
 
     def _piece(self, window: list[int]) -> str:

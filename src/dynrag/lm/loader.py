@@ -1,14 +1,17 @@
-"""Turn a model spec (`bundled`, `bundled:NAME`, `hf:PATH_OR_ID[#GGUF_FILE]`, `openai:BASE_URL#MODEL`)
-into a LanguageModel."""
+"""Turn a model spec (`bundled`, `bundled:NAME`, `hf:PATH_OR_ID[#GGUF_FILE]`, each optionally
+followed by `?KEY=VALUE[&KEY=VALUE]` model options, or `openai:BASE_URL#MODEL`) into a LanguageModel."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
+from pydantic import Field
+
 from dynrag.errors import ConfigError, DynragError
-from dynrag.lm.base import LanguageModel
+from dynrag.lm.base import KVReuseMode, LanguageModel
 from dynrag.lm.bundled import BUNDLED_MODELS, DEFAULT_BUNDLED, ensure_converted, resolve_bundled
+from dynrag.registry import Options, parse_model, parse_pairs
 
 SPEC_FORMS = (
     "bundled",
@@ -19,38 +22,62 @@ SPEC_FORMS = (
 )
 
 
+class ModelOptions(Options):
+    """Options of a local (transformers) model, given after `?` in its spec."""
+
+    kv_reuse: KVReuseMode = Field(
+        "recent",
+        description="recent: reuse the key/value cache of the longest matching recent call; prefix: only "
+        "the instruction and exemplars; off: prefill every prompt whole",
+    )
+    kv_slots: int = Field(4, ge=1, le=64, description="recent calls whose key/value caches are kept")
+
+
 def describe_specs() -> str:
-    return ", ".join(SPEC_FORMS)
+    options = ", ".join(f"{k}=" for k in ModelOptions.model_fields)
+    return ", ".join(SPEC_FORMS) + f" (a local model's spec may end in ?KEY=VALUE&...: {options})"
+
+
+def split_options(spec: str) -> tuple[str, ModelOptions]:
+    """`bundled?kv_reuse=off` -> ("bundled", ModelOptions(kv_reuse="off")); unknown keys are errors."""
+    base, sep, query = spec.partition("?")
+    if not sep:
+        return base, ModelOptions()
+    pairs = [p for p in query.split("&") if p]
+    values = parse_pairs(pairs, flag=f"model spec {spec!r}: option")
+    return base, parse_model(ModelOptions, values, f"model spec {spec!r}")
 
 
 def load_lm(spec: str = "bundled", progress: bool = True) -> LanguageModel:
-    spec = spec.strip()
+    full = spec.strip()
+    if full.startswith("openai:"):
+        from dynrag.lm.openai_compat import OpenAICompatLM
+
+        return OpenAICompatLM.from_spec(full)
+    spec, options = split_options(full)
     if spec == "bundled" or spec.startswith("bundled:"):
         name = spec.partition(":")[2] or DEFAULT_BUNDLED
         model = resolve_bundled(name)
-        return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}")
+        return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}", options)
     if spec.startswith("hf:"):
-        return _load_hf_dir(model_directory(spec, progress), spec)
-    if spec.startswith("openai:"):
-        from dynrag.lm.openai_compat import OpenAICompatLM
-
-        return OpenAICompatLM.from_spec(spec)
-    raise ConfigError(f"unknown model spec {spec!r}; valid forms: {describe_specs()}")
+        return _load_hf_dir(model_directory(spec, progress), spec, options)
+    raise ConfigError(f"unknown model spec {full!r}; valid forms: {describe_specs()}")
 
 
 def model_directory(spec: str, progress: bool = True) -> str | Path:
     """Where the weights of a spec live as a plain transformers directory (or hub id): the cached
     dequantised copy for `bundled` and GGUF specs. Training loads from here (a GGUF-loaded model
     is flagged as quantised and refuses training and saving)."""
-    spec = spec.strip()
+    full = spec.strip()
+    spec, _ = split_options(full)
     if spec == "bundled" or spec.startswith("bundled:"):
         return ensure_converted(resolve_bundled(spec.partition(":")[2] or DEFAULT_BUNDLED), progress=progress)
     if spec.startswith("hf:"):
         target, _, gguf_file = spec[3:].partition("#")
         if not target:
-            raise ConfigError(f"model spec {spec!r} names no path or id; valid forms: {describe_specs()}")
+            raise ConfigError(f"model spec {full!r} names no path or id; valid forms: {describe_specs()}")
         return _converted_gguf(Path(target), gguf_file, spec) if gguf_file else target
-    raise ConfigError(f"model spec {spec!r} has no local weights to load; valid forms: {describe_specs()}")
+    raise ConfigError(f"model spec {full!r} has no local weights to load; valid forms: {describe_specs()}")
 
 
 def is_http_spec(spec: str) -> bool:
@@ -58,7 +85,7 @@ def is_http_spec(spec: str) -> bool:
     return spec.strip().startswith("openai:")
 
 
-def _load_hf_dir(target: str | Path, name: str) -> LanguageModel:
+def _load_hf_dir(target: str | Path, name: str, options: ModelOptions | None = None) -> LanguageModel:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -72,7 +99,8 @@ def _load_hf_dir(target: str | Path, name: str) -> LanguageModel:
     except (OSError, ValueError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DynragError(f"cannot load model {name!r}: {first_line}") from exc
-    return HFLanguageModel(model, tokenizer, name=name)
+    options = options or ModelOptions()
+    return HFLanguageModel(model, tokenizer, name=name, kv_reuse=options.kv_reuse, kv_slots=options.kv_slots)
 
 
 def _converted_gguf(directory: Path, gguf_file: str, name: str) -> Path:

@@ -23,11 +23,13 @@ import hashlib
 import json
 import mmap
 import sys
+from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from json.encoder import encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -218,6 +220,110 @@ def _fast_hit_factory() -> Callable[[str, str, str, float], Hit]:
 new_hit = _fast_hit_factory()
 
 
+class _Lines:
+    """passages.jsonl memory-mapped with its line offsets and field offsets: what a StoredHit reads
+    its strings from. Hits keep it alive, so they stay readable after their store is closed (the
+    map goes when the last of them does; on Linux it also survives the index being rebuilt)."""
+
+    __slots__ = ("mm", "offsets", "fields")
+
+    def __init__(self, mm: mmap.mmap, offsets: np.ndarray, fields: np.ndarray):
+        # Plain ndarray views: slicing a np.memmap runs its Python __array_finalize__ (~1 µs).
+        self.mm, self.offsets, self.fields = mm, offsets.view(np.ndarray), fields.view(np.ndarray)
+
+    def strings(self, row: int) -> tuple[str, str, str]:
+        """(id, title, text) of the passage at ``row``, sliced out of its line."""
+        offsets, fields = self.offsets, self.fields
+        line = self.mm[offsets.item(row) : offsets.item(row + 1)].decode("utf-8")
+        a, b = fields.item(row, 0), fields.item(row, 1)
+        id_at = len(_ID_PREFIX) + 1
+        # A line without backslashes holds its strings verbatim between the quotes, so only
+        # lines with escapes pay for a JSON string scan.
+        if line.find("\\", id_at) < 0:
+            return (line[id_at : a - len(_TITLE_SEP) - 1], line[a + 1 : b - len(_TEXT_SEP) - 1],
+                    line[b + 1 : -len(_LINE_END) - 1])
+        return scanstring(line, id_at)[0], scanstring(line, a + 1)[0], scanstring(line, b + 1)[0]
+
+
+_get_id, _get_title, _get_text = Hit.id.__get__, Hit.title.__get__, Hit.text.__get__  # type: ignore[attr-defined]
+_set_id, _set_title, _set_text = Hit.id.__set__, Hit.title.__set__, Hit.text.__set__  # type: ignore[attr-defined]
+_set_score = Hit.score.__set__  # type: ignore[attr-defined]
+
+
+class StoredHit(Hit):
+    """A Hit whose id, title and text are read from the passage store when first asked for.
+
+    A search makes ten or more hits per query, and most callers read a few of them (or none:
+    recall counts ids of the top k, fusion re-ranks candidates); cutting every string out up
+    front cost 1.5-2 µs a hit, as much as the search itself on a corpus of 20k passages. A
+    StoredHit costs the object, its row and its score. It is a ``Hit`` in every other way: frozen,
+    equal to (and hashed like) the eager Hit with the same fields; ``dataclasses.replace`` gives
+    an eager one, copying and pickling a plain ``Hit``. Each store makes its own subclass, whose
+    ``_lines`` says where its strings are (one attribute less to set per hit)."""
+
+    __slots__ = ("_row",)  # the passage's row until its strings are read, then -1
+    _lines: ClassVar[_Lines | None] = None
+
+    def __init__(self, id: str, title: str, text: str, score: float):  # what replace() calls: eager
+        _set_id(self, id)
+        _set_title(self, title)
+        _set_text(self, text)
+        _set_score(self, score)
+        _set_row(self, -1)
+
+    def _read(self) -> None:
+        pid, title, text = self._lines.strings(_get_row(self))  # type: ignore[union-attr]
+        _set_id(self, pid)
+        _set_title(self, title)
+        _set_text(self, text)
+        _set_row(self, -1)
+
+    @property  # type: ignore[override]
+    def id(self) -> str:
+        if _get_row(self) >= 0:
+            self._read()
+        return _get_id(self)
+
+    @property  # type: ignore[override]
+    def title(self) -> str:
+        if _get_row(self) >= 0:
+            self._read()
+        return _get_title(self)
+
+    @property  # type: ignore[override]
+    def text(self) -> str:
+        if _get_row(self) >= 0:
+            self._read()
+        return _get_text(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Hit):
+            return NotImplemented
+        return (self.id, self.title, self.text, self.score) == (other.id, other.title, other.text, other.score)
+
+    __hash__ = Hit.__hash__
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, float]]:
+        return Hit, (self.id, self.title, self.text, self.score)
+
+
+_get_row, _set_row = StoredHit._row.__get__, StoredHit._row.__set__  # type: ignore[attr-defined]
+_consume = deque(maxlen=0).extend  # runs a map for its side effects at C speed
+
+
+def stored_hit_class(lines: _Lines) -> type[StoredHit]:
+    """The StoredHit subclass of one store."""
+    return type("StoredHit", (StoredHit,), {"__slots__": (), "_lines": lines, "__module__": __name__})
+
+
+def stored_hits(cls: type[StoredHit], rows: list[int], scores: list[float]) -> list[Hit]:
+    """Hits of class ``cls`` for ``rows`` with their ``scores``, made in bulk: each loop runs in C."""
+    out: list[Hit] = list(map(Hit.__new__, repeat(cls, len(rows))))
+    _consume(map(_set_row, out, rows))
+    _consume(map(_set_score, out, scores))
+    return out
+
+
 class PassageStore:
     """The passages of one directory, memory-mapped; open with ``PassageStore.open``."""
 
@@ -227,7 +333,8 @@ class PassageStore:
         self._fields = fields
         self._n = len(offsets) - 1
         self._file = open(path / PASSAGES, "rb")
-        self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        self._mm: mmap.mmap | None = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        self._hit_class = stored_hit_class(_Lines(self._mm, offsets, fields)) if fields is not None else None
 
     @classmethod
     def open(cls, path: str | Path, count: int, *, mmap: bool = True,
@@ -259,42 +366,38 @@ class PassageStore:
         """The passage stored at ``row`` (0-based, in build order)."""
         if not 0 <= row < self._n:
             raise IndexError(row)
-        line = self._mm[int(self._offsets[row]) : int(self._offsets[row + 1])]
+        line = self._open_map()[int(self._offsets[row]) : int(self._offsets[row + 1])]
         return Passage(**json.loads(line))
 
+    def _open_map(self) -> mmap.mmap:
+        if self._mm is None:
+            raise ValueError(f"{self.path}: the passage store is closed")
+        return self._mm
+
     def hits(self, rows: np.ndarray, scores: Sequence[float]) -> list[Hit]:
-        """Hits for passage ``rows`` (all >= 0) with their ``scores``, in the order given."""
+        """Hits for passage ``rows`` (all >= 0) with their ``scores``, in the order given; their
+        strings are read when first asked for (``StoredHit``)."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
             return []
-        line_starts = self._offsets[rows].tolist()
-        line_ends = self._offsets[rows + 1].tolist()
         scores = [float(s) for s in scores] if not isinstance(scores, list) else scores
-        mm, make = self._mm, new_hit
-        if self._fields is None:  # an older standalone dense store: decode each line
-            records = (json.loads(mm[a:b]) for a, b in zip(line_starts, line_ends))
-            return [make(r["id"], r["title"], r["text"], s) for r, s in zip(records, scores)]
-        title_at, text_at = np.asarray(self._fields[rows], dtype=np.int64).T.tolist()
-        # A line without backslashes holds its strings verbatim between the quotes, so only
-        # lines with escapes pay for a JSON string scan.
-        scan = scanstring
-        id_at = len(_ID_PREFIX) + 1
-        title_gap, text_gap, end_gap = len(_TITLE_SEP) + 1, len(_TEXT_SEP) + 1, len(_LINE_END) + 1
-        out = []
-        for j, score in enumerate(scores):
-            line = mm[line_starts[j] : line_ends[j]].decode("utf-8")
-            a, b = title_at[j], text_at[j]
-            if line.find("\\", id_at) < 0:
-                out.append(make(line[id_at : a - title_gap], line[a + 1 : b - text_gap], line[b + 1 : -end_gap], score))
-            else:
-                out.append(make(scan(line, id_at)[0], scan(line, a + 1)[0], scan(line, b + 1)[0], score))
-        return out
+        if self._hit_class is not None:
+            return stored_hits(self._hit_class, rows.tolist(), scores)
+        # An older standalone dense store has no field offsets: decode each line.
+        mm = self._open_map()
+        starts, ends = self._offsets[rows].tolist(), self._offsets[rows + 1].tolist()
+        records = (json.loads(mm[a:b]) for a, b in zip(starts, ends))
+        return [new_hit(r["id"], r["title"], r["text"], s) for r, s in zip(records, scores)]
 
     def hit_lists(self, rows: np.ndarray, scores: np.ndarray) -> list[list[Hit]]:
         """Per query, the hits of a (queries, k) matrix of rows and scores, best first as given;
         a slot with row -1 (nothing matched) is left out."""
         rows = np.asarray(rows)
         valid = rows >= 0
+        if valid.all():  # the common case: k hits for every query
+            flat = self.hits(rows.ravel(), np.asarray(scores).ravel().tolist())
+            k = rows.shape[1] if rows.ndim == 2 else len(flat)
+            return [flat[i : i + k] for i in range(0, len(flat), k)] if k else [[] for _ in rows]
         flat = self.hits(rows[valid], np.asarray(scores)[valid].tolist())
         out: list[list[Hit]] = []
         start = 0
@@ -313,7 +416,9 @@ class PassageStore:
             raise index_error(self.path, "passages.jsonl does not match its manifest checksum")
 
     def close(self) -> None:
-        self._mm.close()
+        """Close the file. The map itself is not closed here: hits made by this store may still
+        read it, and it is released with the last of them."""
+        self._mm = self._hit_class = None
         self._file.close()
 
     def __enter__(self) -> PassageStore:

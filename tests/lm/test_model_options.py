@@ -1,0 +1,44 @@
+"""Model options in a spec (`SPEC?kv_reuse=off&kv_slots=2`): parsed, checked, and applied."""
+
+import pytest
+
+from dynrag.errors import ConfigError
+from dynrag.eval.runner import resolve_model
+from dynrag.lm import describe_specs, load_lm
+from dynrag.lm.loader import split_options
+from tests.tiny_models import tiny_llama, tiny_tokenizer
+
+
+def test_spec_options_are_split_off_and_typed():
+    assert split_options("bundled") == ("bundled", split_options("bundled?")[1])
+    base, options = split_options("hf:/models/x#m.gguf?kv_reuse=prefix&kv_slots=2")
+    assert base == "hf:/models/x#m.gguf" and options.kv_reuse == "prefix" and options.kv_slots == 2
+    assert split_options("bundled")[1].kv_reuse == "recent"  # the default
+    assert "kv_reuse=" in describe_specs()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("bundled?reuse=off", "unknown option 'reuse'; valid options: kv_reuse, kv_slots"),
+    ("bundled?kv_reuse=sometimes", "'recent', 'prefix' or 'off'"),
+    ("bundled?kv_slots=0", "kv_slots"),
+    ("bundled?kv_reuse", "expected KEY=VALUE"),
+])
+def test_bad_spec_options_name_the_spec_and_the_key(spec, message):
+    with pytest.raises(ConfigError) as err:
+        load_lm(spec)
+    assert repr(spec) in str(err.value) and message in str(err.value)
+
+
+def test_a_model_directory_loads_with_its_options(tmp_path):
+    tok = tiny_tokenizer()
+    tiny_llama(len(tok)).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    lm = load_lm(f"hf:{tmp_path}?kv_reuse=off&kv_slots=2")
+    assert lm.kv_reuse == "off" and lm._kv.slots == 2 and lm.name == f"hf:{tmp_path}"
+    assert load_lm(f"hf:{tmp_path}").kv_reuse == "recent"
+
+
+def test_an_eval_run_keeps_the_model_options_of_its_spec():
+    resolved = resolve_model("bundled?kv_reuse=prefix")
+    assert resolved.startswith("bundled:") and resolved.endswith("?kv_reuse=prefix")
+    assert resolve_model("hf:/m?kv_reuse=off") == "hf:/m?kv_reuse=off"
