@@ -9,7 +9,7 @@ from typing import Any
 
 from dynrag.errors import DataError
 from dynrag.eval.loaders import dataset_spec
-from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions
+from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions, unique_by_id
 from dynrag.eval.summary import summarize
 
 
@@ -26,7 +26,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         config = read_config(run_dir)
         if config is None:
             raise DataError(str(run_dir), "not a run directory (no config.json or summary.json)")
-        predictions = read_predictions(run_dir)
+        predictions = unique_by_id(read_predictions(run_dir))[0]
         meta = {k: config.get(k) for k in ("method", "model", "dataset")}
         summary = summarize(
             predictions, any(p.get("support") for p in predictions), dataset_spec(config["dataset"]).yes_no, meta

@@ -8,6 +8,14 @@ predictions.jsonl is append-only (``dynrag.io.JsonlAppender``): each record is w
 line in a single write, then flushed and fsynced, so a crash leaves at most one unterminated last
 line. Reading (``dynrag.io.read_jsonl``) drops such a line (and truncates it away) so the question
 is answered again, exactly once.
+
+One writer at a time: whatever writes a run directory holds ``lock_run(DIR)`` (an flock on
+DIR/.lock, see ``dynrag.io.DirectoryLock``) from before it reads predictions.jsonl until the
+summary is written. However the questions are answered (one after another, by threads, by worker
+processes or a Dask cluster), only the coordinating process holds the lock and appends records,
+so a second command on the same directory fails at once naming the holder's pid, and the lock
+dies with its holder (kill -9 included). A file damaged before the lock existed (two writers at
+once) holds some ids twice: ``deduplicate_predictions`` keeps the first record of each id.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.io import JsonlAppender, atomic_write_json, atomic_write_text, read_jsonl
+from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, atomic_write_text, json_line, read_jsonl
 
 CONFIG, PREDICTIONS, SUMMARY_JSON, SUMMARY_MD = "config.json", "predictions.jsonl", "summary.json", "summary.md"
 CONFIG_YAML = "config.yaml"
@@ -94,6 +102,32 @@ def read_predictions(run_dir: Path, repair: bool = False) -> list[dict[str, Any]
     """The finished records. An unterminated or undecodable *last* line is a write cut short by a
     crash: it is dropped (and with ``repair`` cut from the file). A bad line elsewhere is an error."""
     return read_jsonl(Path(run_dir) / PREDICTIONS, repair=repair, validate=_prediction_problem)
+
+
+def lock_run(run_dir: Path) -> DirectoryLock:
+    """Hold the run directory for this process (created if missing) until ``release`` or exit;
+    a second holder fails at once with a ``LockedError`` naming this process's pid."""
+    return DirectoryLock(run_dir, what="run directory").acquire()
+
+
+def unique_by_id(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The first record of each id, in file order, and how many later ones were dropped."""
+    seen: set[str] = set()
+    kept = []
+    for record in records:
+        if record["id"] not in seen:
+            seen.add(record["id"])
+            kept.append(record)
+    return kept, len(records) - len(kept)
+
+
+def deduplicate_predictions(run_dir: Path, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """``unique_by_id`` of the records read from predictions.jsonl; when some id was there twice
+    the file is rewritten (atomically) with the kept records. Call it holding ``lock_run``."""
+    kept, dropped = unique_by_id(records)
+    if dropped:
+        atomic_write_text(Path(run_dir) / PREDICTIONS, "".join(json_line(r) for r in kept))
+    return kept, dropped
 
 
 class PredictionWriter(JsonlAppender):

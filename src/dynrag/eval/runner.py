@@ -25,10 +25,14 @@ from dynrag.eval.steps import check_corpus, corpus_index, load_questions
 from dynrag.eval.rundir import (
     SUMMARY_JSON,
     SUMMARY_MD,
+    PREDICTIONS,
     PredictionWriter,
+    deduplicate_predictions,
+    lock_run,
     open_run,
     read_config,
     read_predictions,
+    unique_by_id,
     write_run_yaml,
 )
 from dynrag.eval.summary import make_record, summarize, summary_markdown
@@ -192,28 +196,46 @@ def run_eval(
     out = Path(req.out)
     from dynrag.methods.registry import parse_options
 
-    open_run(out, config, option_defaults=parse_options(config["method"], {}).model_dump())
-    write_run_yaml(out, run_yaml(config, req))
-    done = read_predictions(out, repair=True)
-    by_id = {ex.id: ex for ex in examples}
-    stray = [r["id"] for r in done if r["id"] not in by_id]
-    if stray:
-        raise DataError(str(out / "predictions.jsonl"), f"holds ids not in this dataset (e.g. {stray[0]!r})")
-    done_ids = {r["id"] for r in done}
-    todo = [ex for ex in examples if ex.id not in done_ids]
-    if done:
-        console.print(f"resuming {out}: {len(done)} of {len(examples)} questions already answered")
+    # The lock is held from before predictions.jsonl is read until the summary is written: a
+    # second process on this directory fails here, at once, naming this one's pid.
+    lock = lock_run(out)
+    try:
+        open_run(out, config, option_defaults=parse_options(config["method"], {}).model_dump())
+        write_run_yaml(out, run_yaml(config, req))
+        done = _finished(out, console)
+        by_id = {ex.id: ex for ex in examples}
+        stray = [r["id"] for r in done if r["id"] not in by_id]
+        if stray:
+            raise DataError(str(out / PREDICTIONS), f"holds ids not in this dataset (e.g. {stray[0]!r})")
+        done_ids = {r["id"] for r in done}
+        todo = [ex for ex in examples if ex.id not in done_ids]
+        if done:
+            console.print(f"resuming {out}: {len(done)} of {len(examples)} questions already answered")
 
-    if todo:
-        retriever = None
-        if config["corpus"]:
-            index_dir = corpus_index(config["corpus"], out, examples, console, progress)
-            retriever = _open_retriever(config, index_dir, out, progress)
-        console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
-        method = (method_factory or default_method_factory)(config, retriever)
-        _answer_all(method, todo, done, out, spec.yes_no, console, progress, len(examples))
+        if todo:
+            retriever = None
+            if config["corpus"]:
+                index_dir = corpus_index(config["corpus"], out, examples, console, progress)
+                retriever = _open_retriever(config, index_dir, out, progress)
+            console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
+            method = (method_factory or default_method_factory)(config, retriever)
+            _answer_all(method, todo, done, out, spec.yes_no, console, progress, len(examples))
 
-    return write_summary(out, config, examples, report, baseline=req.baseline)
+        return write_summary(out, config, examples, report, baseline=req.baseline)
+    finally:
+        lock.release()
+
+
+def _finished(out: Path, console: Console) -> list[dict[str, Any]]:
+    """The records already in predictions.jsonl, a torn last line cut away and, if two writers
+    once appended to the file at the same time, each id's first record only (the file rewritten)."""
+    done, dropped = deduplicate_predictions(out, read_predictions(out, repair=True))
+    if dropped:
+        console.print(
+            f"{out / PREDICTIONS}: held {dropped} duplicate record(s) (two runs wrote it at once?); "
+            "kept the first record of each question and rewrote the file"
+        )
+    return done
 
 
 def _open_retriever(config: dict[str, Any], index_dir: Path, out: Path, progress: bool) -> Retriever:
@@ -263,7 +285,7 @@ def write_summary(
 ) -> dict[str, Any]:
     """Recompute summary.json and summary.md from predictions.jsonl (only ids of this dataset)."""
     ids = {ex.id for ex in examples}
-    predictions = [p for p in read_predictions(out) if p["id"] in ids]
+    predictions = [p for p in unique_by_id(read_predictions(out))[0] if p["id"] in ids]
     meta: dict[str, Any] = {"method": config["method"], "model": config["model"], "dataset": config["dataset"]}
     if report is not None and report.skipped:
         meta["skipped_records"] = report.skipped
