@@ -107,6 +107,7 @@ def ask(
     """Answer one question with a method over an index."""
     with user_errors():
         from dynrag.config import load_run_config
+        from dynrag.lm.loader import check_model_spec
         from dynrag.methods.chain import preset_retriever
         from dynrag.methods.prompting import PromptBuilder
         from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_options
@@ -120,6 +121,7 @@ def ask(
         run = load_run_config(config, flags, pairs, retriever_option)
         method_name = run.method or "single"
         options = parse_options(method_name, run.options)  # fail before loading anything
+        check_model_spec(run.model)  # a typo fails before an index is opened (or its dense part built)
         builder = PromptBuilder.for_dataset(run.exemplars or "default")
         if run.index is None and method_name not in NO_RETRIEVAL:
             raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")

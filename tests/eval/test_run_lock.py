@@ -29,9 +29,27 @@ sys.path.insert(0, {repo!r})
 from dynrag.errors import DynragError
 from dynrag.eval.runner import EvalRequest, run_eval
 from tests.fakes import method_factory
+import time
+
+GO = Path({go!r})  # after its first answer the run waits for this file, so a test can act mid-run
+make = method_factory({{}}, sleep={sleep})
+
+def factory(config, retriever):
+    method = make(config, retriever)
+    answer = method.answer
+
+    def gated(question):
+        if method.calls:
+            while not GO.exists():
+                time.sleep(0.02)
+        return answer(question)
+
+    method.answer = gated
+    return method
+
 req = EvalRequest(dataset="jsonl", data=Path({data!r}), method="single", out=Path({out!r}), corpus="contexts")
 try:
-    summary = run_eval(req, method_factory=method_factory({{}}, sleep={sleep}), progress=False)
+    summary = run_eval(req, method_factory=factory, progress=False)
 except DynragError as exc:
     print("error:", exc, file=sys.stderr)
     sys.exit(1)
@@ -39,9 +57,13 @@ print("n =", summary["n"])
 """
 
 
-def start(tmp_path, data, out, sleep=0.2, name="run_eval.py"):
+def start(tmp_path, data, out, sleep=0.0, name="run_eval.py", go=True):
+    """An eval in its own process; unless ``go``, it stops after one answer until tmp_path/go exists."""
     script = tmp_path / name
-    script.write_text(SCRIPT.format(repo=str(REPO), data=str(data), out=str(out), sleep=sleep))
+    gate = tmp_path / "go"
+    if go:
+        gate.touch()
+    script.write_text(SCRIPT.format(repo=str(REPO), data=str(data), out=str(out), sleep=sleep, go=str(gate)))
     return subprocess.Popen(
         [sys.executable, str(script)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -65,14 +87,15 @@ def ids(out):
 def test_second_eval_on_the_same_out_fails_at_once_naming_the_holder(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(8))
     out = tmp_path / "run"
-    first = start(tmp_path, data, out)
+    first = start(tmp_path, data, out, go=False)
     try:
         wait_for_lines(first, out / "predictions.jsonl", 1)
-        second = start(tmp_path, data, out, sleep=0.0, name="second.py")
+        second = start(tmp_path, data, out, name="second.py", go=False)
         _, err = second.communicate(timeout=120)
         assert second.returncode == 1, err
         assert f"pid {first.pid}" in err and str(out) in err, err
         assert first.poll() is None  # it failed while the first was still answering
+        (tmp_path / "go").touch()
         first_out, first_err = first.communicate(timeout=120)
     finally:
         first.kill() if first.poll() is None else None
@@ -84,7 +107,7 @@ def test_second_eval_on_the_same_out_fails_at_once_naming_the_holder(tmp_path):
 def test_kill_9_frees_the_lock_and_the_next_run_resumes(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(6))
     out = tmp_path / "run"
-    proc = start(tmp_path, data, out)
+    proc = start(tmp_path, data, out, go=False)
     try:
         wait_for_lines(proc, out / "predictions.jsonl", 1)
         os.kill(proc.pid, signal.SIGKILL)

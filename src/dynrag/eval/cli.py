@@ -111,7 +111,10 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 write_hyde_passages,
                 write_outputs,
             )
+            from dynrag.eval.rundir import CONFIG, RETRIEVAL_RUN_FORMAT, check_run_dir, lock_run
             from dynrag.eval.steps import check_corpus, corpus_index, load_questions
+            from dynrag.io import atomic_write_json
+            from dynrag.lm.loader import check_model_spec
             from dynrag.retrieval.base import close_retriever
             from dynrag.retrieval.factory import given_options, open_retriever
 
@@ -126,44 +129,54 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             retriever = run.retriever or "bm25"
             options = given_options(retriever, run.retriever_options)
             check_corpus(corpus)  # a bad --corpus fails before the questions are read
+            check_run_dir(out, "eval-retrieval")
+            if run.hyde:
+                check_model_spec(run.model)
             err = Console(stderr=True)
             show = progress and err.is_terminal
             examples, _ = load_questions(dataset, data, err, skip_bad=run.skip_bad, limit=run.limit)
-            index_dir = corpus_index(corpus, out, examples, err, show)
-            passages = None
-            if run.hyde:
-                from dynrag.lm import load_lm
-                from dynrag.retrieval.hyde_cache import HydePassages
+            with lock_run(out):
+                # The directory records its kind first, so no other command mistakes it for its own.
+                atomic_write_json(out / CONFIG, {
+                    "format": RETRIEVAL_RUN_FORMAT, "retriever": retriever, "options": options,
+                    "dataset": dataset, "data": str(Path(data).resolve()), "corpus": corpus, "k": ks,
+                    "limit": run.limit, "hyde": run.hyde,
+                })
+                index_dir = corpus_index(corpus, out, examples, err, show)
+                passages = None
+                if run.hyde:
+                    from dynrag.lm import load_lm
+                    from dynrag.retrieval.hyde_cache import HydePassages
 
-                passages = HydePassages(load_lm(run.model, progress=show), run.hyde_cache or out / "hyde.jsonl",
-                                        run.hyde_max_new_tokens)
-                # Write every passage before searching, so queries_per_second is search alone
-                # whether the passages were written now or read back.
-                questions = [ex.question for ex in examples if ex.supporting]
-                written = write_hyde_passages(passages, questions, show)
-            ret = open_retriever(retriever, index_dir, options, work_dir=out, progress=show)
-            try:
-                result = evaluate_retrieval(
-                    ret, examples, ks, progress=show, query_transform=passages.expand if passages else None
-                )
-            finally:
-                close_retriever(ret)
-            meta = {
-                "retriever": retriever,
-                "options": options,
-                "dataset": dataset,
-                "data": str(Path(data).resolve()),
-                "corpus": corpus if corpus == "contexts" else str(index_dir.resolve()),
-                "index": str(index_dir.resolve()),
-                "k": ks,
-                "query_transform": "hyde" if passages else "none",
-            }
-            if passages is not None:
-                meta.update(hyde_summary(passages, questions, written, result.summary))
-            path = write_outputs(out, result, meta)
-            summary = json.loads(path.read_text(encoding="utf-8"))
-            Console().print(summary_table(summary, ks))
-            err.print(f"wrote {path}")
+                    passages = HydePassages(load_lm(run.model, progress=show), run.hyde_cache or out / "hyde.jsonl",
+                                            run.hyde_max_new_tokens)
+                    # Write every passage before searching, so queries_per_second is search alone
+                    # whether the passages were written now or read back.
+                    questions = [ex.question for ex in examples if ex.supporting]
+                    written = write_hyde_passages(passages, questions, show)
+                ret = open_retriever(retriever, index_dir, options, work_dir=out, progress=show)
+                try:
+                    result = evaluate_retrieval(
+                        ret, examples, ks, progress=show, query_transform=passages.expand if passages else None
+                    )
+                finally:
+                    close_retriever(ret)
+                meta = {
+                    "retriever": retriever,
+                    "options": options,
+                    "dataset": dataset,
+                    "data": str(Path(data).resolve()),
+                    "corpus": corpus if corpus == "contexts" else str(index_dir.resolve()),
+                    "index": str(index_dir.resolve()),
+                    "k": ks,
+                    "query_transform": "hyde" if passages else "none",
+                }
+                if passages is not None:
+                    meta.update(hyde_summary(passages, questions, written, result.summary))
+                path = write_outputs(out, result, meta)
+                summary = json.loads(path.read_text(encoding="utf-8"))
+                Console().print(summary_table(summary, ks))
+                err.print(f"wrote {path}")
 
     @app.command("compare")
     def compare_command(

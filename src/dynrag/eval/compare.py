@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dynrag.errors import DataError
+from dynrag.errors import ConfigError, DataError
 from dynrag.eval.loaders import dataset_spec
-from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions, unique_by_id
+from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions, run_kind, unique_by_id
 from dynrag.eval.summary import summarize
 
 
@@ -17,6 +17,12 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     """A run's summary (recomputed from predictions.jsonl when summary.json is missing)."""
     run_dir = Path(run_dir)
     path = run_dir / SUMMARY_JSON
+    try:
+        kind = run_kind(run_dir)
+    except ConfigError as exc:
+        raise DataError(str(run_dir), "not a run directory") from exc
+    if kind not in ("eval", None):
+        raise DataError(str(run_dir), f"a `dynrag {kind}` directory; compare reads `dynrag eval` runs")
     if path.exists():
         try:
             summary = json.loads(path.read_text(encoding="utf-8"))

@@ -25,12 +25,14 @@ from dynrag.eval.steps import check_corpus, corpus_index, load_questions
 from dynrag.eval.rundir import (
     SUMMARY_JSON,
     SUMMARY_MD,
+    EVAL_RUN_FORMAT,
     PREDICTIONS,
     PredictionWriter,
+    check_run_dir,
     deduplicate_predictions,
     lock_run,
     open_run,
-    read_config,
+    read_eval_config,
     read_predictions,
     unique_by_id,
     write_run_yaml,
@@ -40,7 +42,7 @@ from dynrag.methods.base import Method
 from dynrag.registry import parse_pairs
 from dynrag.retrieval.base import Retriever
 
-RUN_FORMAT = "dynrag-run/1"
+RUN_FORMAT = EVAL_RUN_FORMAT
 
 # (resolved config, retriever or None) -> a ready Method; the default loads the model once.
 MethodFactory = Callable[[dict[str, Any], Retriever | None], Method]
@@ -79,8 +81,11 @@ def file_sha256(path: Path) -> str:
 
 
 def resolve_model(spec: str) -> str:
-    """`bundled` -> `bundled:<default>`, so a later change of default cannot resume into a run."""
-    spec = spec.strip()
+    """`bundled` -> `bundled:<default>`, so a later change of default cannot resume into a run.
+    A spec that cannot load fails here, before the run directory is written."""
+    from dynrag.lm.loader import check_model_spec
+
+    spec = check_model_spec(spec)
     if spec == "bundled" or spec.startswith("bundled:"):
         from dynrag.lm.bundled import resolve_bundled
 
@@ -126,6 +131,8 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
             corpus = str(index_dir.resolve())
             corpus_sha = read_manifest(corpus)["corpus_sha256"]
     data = Path(req.data).resolve()
+    if data.is_dir():
+        raise DataError(str(req.data), f"is a directory; --data takes the benchmark file itself ({spec.name})")
     if not data.is_file():
         raise DataError(str(req.data), "no such file")
     return {
@@ -196,11 +203,16 @@ def run_eval(
     out = Path(req.out)
     from dynrag.methods.registry import parse_options
 
+    # Everything that can be checked is checked before the run directory is touched.
+    check_run_dir(out, "eval")
+    if req.baseline is not None:
+        check_baseline(Path(req.baseline), config, examples)
     # The lock is held from before predictions.jsonl is read until the summary is written: a
     # second process on this directory fails here, at once, naming this one's pid.
-    lock = lock_run(out)
-    try:
-        open_run(out, config, option_defaults=parse_options(config["method"], {}).model_dump())
+    with lock_run(out):
+        note = open_run(out, config, option_defaults=parse_options(config["method"], {}).model_dump())
+        if note:
+            console.print(note)
         write_run_yaml(out, run_yaml(config, req))
         done = _finished(out, console)
         by_id = {ex.id: ex for ex in examples}
@@ -222,8 +234,6 @@ def run_eval(
             _answer_all(method, todo, done, out, spec.yes_no, console, progress, len(examples))
 
         return write_summary(out, config, examples, report, baseline=req.baseline)
-    finally:
-        lock.release()
 
 
 def _finished(out: Path, console: Console) -> list[dict[str, Any]]:
@@ -300,14 +310,22 @@ def write_summary(
     return summary
 
 
-def baseline_figures(predictions: list[dict[str, Any]], baseline: Path, config: dict[str, Any]) -> dict[str, Any]:
-    base_config = read_config(baseline)
-    if base_config is None:
-        raise ConfigError(f"--baseline {baseline}: not a run directory (no config.json)")
+def check_baseline(baseline: Path, config: dict[str, Any], examples: list[QAExample] | None = None) -> dict[str, Any]:
+    """``--baseline``: an eval run on the same data, sharing questions with this one; its config."""
+    base_config = read_eval_config(baseline, f"--baseline {baseline}")
     for key in ("dataset", "data_sha256"):
         if base_config.get(key) != config.get(key):
             raise ConfigError(f"--baseline {baseline}: a run on different data ({key} differs)")
-    base = read_predictions(baseline)
+    if examples is not None:
+        ids = {ex.id for ex in examples}
+        if not any(r["id"] in ids for r in read_predictions(baseline)):
+            raise ConfigError(f"--baseline {baseline}: has answered none of these questions")
+    return base_config
+
+
+def baseline_figures(predictions: list[dict[str, Any]], baseline: Path, config: dict[str, Any]) -> dict[str, Any]:
+    base_config = check_baseline(baseline, config)
+    base = unique_by_id(read_predictions(baseline))[0]
     figures = knowledge_boundary(predictions, base)
     if figures["n"] == 0:
         raise ConfigError(f"--baseline {baseline}: shares no answered questions with this run")
