@@ -10,14 +10,16 @@ from typing import Iterator, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from dynrag.errors import DynragError
 from dynrag.methods.registry import METHODS
 from dynrag.retrieval.factory import RETRIEVERS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Dynamic retrieval-augmented generation.")
-console = Console()
-err_console = Console(stderr=True)
+# User text (paths, questions, titles) is printed as Text, never parsed as markup or emoji codes.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 _state = {"debug": False}
 
 
@@ -34,7 +36,7 @@ def user_errors() -> Iterator[None]:
     except DynragError as exc:
         if _state["debug"]:
             raise
-        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     except KeyboardInterrupt:
         err_console.print("[red]interrupted[/red]")
@@ -44,7 +46,7 @@ def user_errors() -> Iterator[None]:
 def _load_lm_with_status(spec: str):
     from dynrag.lm import load_lm
 
-    with err_console.status(f"loading model {spec} ..."):
+    with err_console.status(Text(f"loading model {spec} ...")):
         return load_lm(spec)
 
 
@@ -71,12 +73,12 @@ def index(
 
             embedder = Embedder.load(embedding_model)
         manifest = BM25Index.build(read_passages(source), out, progress=True, chunk=spec)
-        console.print(f"indexed {manifest['passage_count']} passages into {out}")
+        console.print(Text(f"indexed {manifest['passage_count']} passages into {out}"), soft_wrap=True)
         if embedder is not None:
             from dynrag.retrieval.dense import DenseIndex
 
             dm = DenseIndex.build_alongside(out, embedder, progress=True)
-            console.print(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}")
+            console.print(Text(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}"), soft_wrap=True)
 
 
 @app.command()

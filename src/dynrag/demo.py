@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 from rich.table import Table
+from rich.text import Text
 
 from dynrag.corpus import read_passages
 from dynrag.data import DemoQuestion, demo_passages_path, load_demo_questions
@@ -31,7 +32,7 @@ def demo_index_dir() -> Path:
 def ensure_demo_index(console: Console) -> BM25Index:
     out = demo_index_dir()
     if not (out / "manifest.json").exists():
-        console.print(f"building the demo index in {out}")
+        console.print(Text(f"building the demo index in {out}"))
         BM25Index.build(read_passages(demo_passages_path()), out, progress=True)
     return BM25Index.load(out, backend="numpy")
 
@@ -45,23 +46,24 @@ def run_demo(console: Console, model_spec: str = "bundled", limit: int | None = 
     """Answer the demo questions without and with retrieval; returns exact match per method."""
     index = ensure_demo_index(console)
     questions = ordered_demo_questions()[:limit]
-    with console.status(f"loading model {model_spec} ..."):
+    with console.status(Text(f"loading model {model_spec} ...")):
         lm = load_lm(model_spec)
     builder = PromptBuilder.for_dataset("default")
     methods = {name: build_method(name, lm, index, {}, builder) for name in ("direct", "single")}
-    console.print(
-        f"[bold]dynrag demo[/bold]: {len(questions)} questions over {len(index)} passages "
-        f"(a fictional world the model cannot know), model {lm.name}"
-    )
+    console.print(Text.assemble(
+        ("dynrag demo", "bold"),
+        f": {len(questions)} questions over {len(index)} passages (a fictional world the model cannot know), "
+        f"model {lm.name}",
+    ))
     tally: dict[str, GroupTally] = {}
     started = time.perf_counter()
     for q in questions:
-        console.print(Rule(f"{q.id} · {q.hops}"))
+        console.print(Rule(Text(f"{q.id} · {q.hops}")))
         closed_book = methods["direct"].answer(q.question)
         closed_score = score_answer(closed_book.final_answer, closed_book.text, q.answers)
         mark = "✓" if closed_score.em else "✗"
-        console.print(f"[dim]without retrieval ({closed_book.trace.seconds:.1f} s):[/dim] "
-                      f"{closed_book.final_answer or '(no answer)'} {mark}")
+        console.print(Text.assemble((f"without retrieval ({closed_book.trace.seconds:.1f} s):", "dim"),
+                                    f" {closed_book.final_answer or '(no answer)'} {mark}"))
         grounded = methods["single"].answer(q.question)
         grounded_score = score_answer(grounded.final_answer, grounded.text, q.answers)
         render_answer(console, grounded, gold=q.answers)

@@ -80,7 +80,7 @@ def render_answer(console: Console, answer: Answer, gold: list[str] | None = Non
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
         for hit in retrieval.hits:
-            table.add_row(f"{hit.score:6.2f}", hit.title[:28], _shorten(hit.text, 110))
+            table.add_row(f"{hit.score:6.2f}", Text(hit.title[:28]), Text(_shorten(hit.text, 110)))
         console.print(table)
     console.print(
         Text(

@@ -9,6 +9,7 @@ from typing import Callable, ContextManager, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from dynrag.eval.datasets import DATASETS
 from dynrag.methods.registry import METHODS
@@ -62,7 +63,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                          exemplars=exemplars, aliases=aliases, skip_bad=skip_bad, baseline=baseline, retriever=retriever)
             pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
             req = eval_request(load_run_config(config, flags, pairs, retriever_option))
-            err = Console(stderr=True)
+            err = Console(stderr=True, emoji=False)
             run_eval(req, console=err, progress=progress and err.is_terminal)
             sys.stdout.write((req.out / SUMMARY_MD).read_text(encoding="utf-8"))
 
@@ -132,7 +133,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             check_run_dir(out, "eval-retrieval")
             if run.hyde:
                 check_model_spec(run.model)
-            err = Console(stderr=True)
+            err = Console(stderr=True, emoji=False)
             show = progress and err.is_terminal
             examples, _ = load_questions(dataset, data, err, skip_bad=run.skip_bad, limit=run.limit)
             with lock_run(out):
@@ -176,7 +177,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 path = write_outputs(out, result, meta)
                 summary = json.loads(path.read_text(encoding="utf-8"))
                 Console().print(summary_table(summary, ks))
-                err.print(f"wrote {path}")
+                err.print(Text(f"wrote {path}"), soft_wrap=True)
 
     @app.command("compare")
     def compare_command(
@@ -191,4 +192,4 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             sys.stdout.write(markdown_table(loaded))
             if plot is not None:
                 plot_runs(loaded, plot)
-                Console(stderr=True).print(f"wrote {plot}")
+                Console(stderr=True).print(Text(f"wrote {plot}"), soft_wrap=True)

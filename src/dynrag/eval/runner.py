@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dynrag.errors import ConfigError, DataError
@@ -192,7 +193,7 @@ def run_eval(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation; returns the summary written to summary.json."""
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, emoji=False)
     config = resolve_config(req)
     spec = dataset_spec(config["dataset"])
     aliases = load_aliases(Path(req.aliases)) if req.aliases else None
@@ -212,7 +213,7 @@ def run_eval(
     with lock_run(out):
         note = open_run(out, config, option_defaults=parse_options(config["method"], {}).model_dump())
         if note:
-            console.print(note)
+            console.print(Text(note), soft_wrap=True)
         write_run_yaml(out, run_yaml(config, req))
         done = _finished(out, console)
         by_id = {ex.id: ex for ex in examples}
@@ -222,14 +223,14 @@ def run_eval(
         done_ids = {r["id"] for r in done}
         todo = [ex for ex in examples if ex.id not in done_ids]
         if done:
-            console.print(f"resuming {out}: {len(done)} of {len(examples)} questions already answered")
+            console.print(Text(f"resuming {out}: {len(done)} of {len(examples)} questions already answered"), soft_wrap=True)
 
         if todo:
             retriever = None
             if config["corpus"]:
                 index_dir = corpus_index(config["corpus"], out, examples, console, progress)
                 retriever = _open_retriever(config, index_dir, out, progress)
-            console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
+            console.print(Text(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"), soft_wrap=True)
             method = (method_factory or default_method_factory)(config, retriever)
             _answer_all(method, todo, done, out, spec.yes_no, console, progress, len(examples))
 
@@ -241,10 +242,10 @@ def _finished(out: Path, console: Console) -> list[dict[str, Any]]:
     once appended to the file at the same time, each id's first record only (the file rewritten)."""
     done, dropped = deduplicate_predictions(out, read_predictions(out, repair=True))
     if dropped:
-        console.print(
+        console.print(Text(
             f"{out / PREDICTIONS}: held {dropped} duplicate record(s) (two runs wrote it at once?); "
             "kept the first record of each question and rewrote the file"
-        )
+        ), soft_wrap=True)
     return done
 
 

@@ -121,9 +121,10 @@ def ensure_converted(model: BundledModel, progress: bool = True) -> Path:
     path = gguf_path(model)
     if progress:
         from rich.console import Console
+        from rich.text import Text
 
         Console(stderr=True).print(
-            f"[dim]first use of bundled:{model.name}: dequantising {path.name} once (~15-75 s)...[/dim]"
+            Text(f"first use of bundled:{model.name}: dequantising {path.name} once (~15-75 s)...", style="dim")
         )
     return convert_gguf(path, out)
 
