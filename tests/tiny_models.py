@@ -81,3 +81,12 @@ def tiny_llama_lm(seed: int = 0):
 
     tok = tiny_tokenizer()
     return HFLanguageModel(tiny_llama(len(tok), seed=seed), tok, name="tiny")
+
+
+def save_tiny_llama(directory, seed: int = 0):
+    """The tiny Llama and its tokenizer saved as a Hugging Face model directory, for commands
+    run as a user would (`--model hf:DIR`): loads in well under a second, generates garbage."""
+    tok = tiny_tokenizer()
+    tiny_llama(len(tok), seed=seed).save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory

@@ -30,13 +30,21 @@ def main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Show a DynragError as one line and exit 1; tracebacks only with --debug."""
+    """Show a DynragError as one line and exit 1; tracebacks only with --debug. An OSError that
+    reached here unwrapped (a filesystem fault outside dynrag.io) is shown the same way, naming
+    its path and the OS's reason."""
     try:
         yield
-    except DynragError as exc:
+    except (DynragError, OSError) as exc:
         if _state["debug"]:
             raise
-        err_console.print(Text.assemble(("error: ", "bold red"), str(exc)), highlight=False, soft_wrap=True)
+        if isinstance(exc, OSError):
+            from dynrag.io import os_error_message
+
+            message = os_error_message(exc.filename, exc) if exc.filename else (exc.strerror or str(exc))
+        else:
+            message = str(exc)
+        err_console.print(Text.assemble(("error: ", "bold red"), message), highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     except KeyboardInterrupt:
         err_console.print("[red]interrupted[/red]")
@@ -125,6 +133,10 @@ def ask(
         options = parse_options(method_name, run.options)  # fail before loading anything
         check_model_spec(run.model)  # a typo fails before an index is opened (or its dense part built)
         builder = PromptBuilder.for_dataset(run.exemplars or "default")
+        if trace is not None:
+            from dynrag.io import check_writable
+
+            check_writable(trace)  # before the work whose trace it is
         if run.index is None and method_name not in NO_RETRIEVAL:
             raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
         if method_name in NO_RETRIEVAL and (run.retriever or run.retriever_options):
@@ -139,14 +151,16 @@ def ask(
         lm = _load_lm_with_status(run.model)
         answer = build_method(method_name, lm, searcher, options, builder).answer(question)
         data = answer.to_dict()
+        # The answer is shown first: a disk that fills up meanwhile loses the trace file, not the answer.
+        if as_json:
+            sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+            sys.stdout.flush()
+        else:
+            render_answer(console, answer)
         if trace is not None:
             from dynrag.io import atomic_write_json
 
             atomic_write_json(trace, data)
-        if as_json:
-            sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-        else:
-            render_answer(console, answer)
 
 
 @app.command()

@@ -12,6 +12,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from dynrag.corpus.passage import Passage
@@ -57,7 +58,7 @@ def read_jsonl(path: str | Path) -> Iterator[Passage]:
         f = open(path, "rb")
     except OSError as e:
         raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
-    with f:
+    with f, _read_errors(path):
         # Binary lines so that a non-UTF-8 byte is reported with its line, not mid-iteration.
         for lineno, raw in enumerate(f, start=1):
             if not raw.strip():
@@ -69,6 +70,16 @@ def read_jsonl(path: str | Path) -> Iterator[Passage]:
             yield _passage_from_record(record, str(path), lineno)
 
 
+@contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    """A read that fails after the file opened (an I/O error, a file that is not really one) is
+    a DataError naming the file and the OS's reason."""
+    try:
+        yield
+    except OSError as e:
+        raise DataError(str(path), f"cannot read: {e.strerror or e}") from e
+
+
 def read_tsv(path: str | Path) -> Iterator[Passage]:
     """Yield passages from a DPR-style TSV (psgs_w100.tsv) whose header names id, text, title."""
     path = Path(path)
@@ -76,7 +87,7 @@ def read_tsv(path: str | Path) -> Iterator[Passage]:
         f = open(path, encoding="utf-8", newline="")
     except OSError as e:
         raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
-    with f:
+    with f, _read_errors(path):
         reader = csv.reader(f, delimiter="\t")
         try:
             header = next(reader, None)

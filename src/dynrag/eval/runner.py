@@ -70,14 +70,15 @@ class EvalRequest:
     retriever_options: list[str] | dict[str, Any] = field(default_factory=list)
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path, shown: Path | None = None) -> str:
+    """sha256 of a file; a read error names ``shown`` (the path as the user gave it) or ``path``."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
     except OSError as exc:
-        raise DataError(str(path), f"cannot read ({exc.strerror or exc})") from exc
+        raise DataError(str(shown or path), f"cannot read ({exc.strerror or exc})") from exc
     return digest.hexdigest()
 
 
@@ -143,7 +144,7 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         "model": resolve_model(req.model),
         "dataset": spec.name,
         "data": str(data),
-        "data_sha256": file_sha256(data),
+        "data_sha256": file_sha256(data, Path(req.data)),
         "aliases": str(Path(req.aliases).resolve()) if req.aliases else None,
         "aliases_sha256": file_sha256(Path(req.aliases)) if req.aliases else None,
         "corpus": corpus,
