@@ -69,7 +69,7 @@ def index(
     """Build a BM25 index from a corpus (with --dense, its dense part too)."""
     with user_errors():
         from dynrag.corpus import read_passages
-        from dynrag.retrieval.bm25 import BM25Index
+        from dynrag.retrieval.dense import build_index
         from dynrag.text.chunking import parse_chunk_spec
 
         spec = parse_chunk_spec(chunk)
@@ -80,12 +80,11 @@ def index(
             from dynrag.retrieval.embedder import Embedder
 
             embedder = Embedder.load(embedding_model)
-        manifest = BM25Index.build(read_passages(source), out, progress=True, chunk=spec)
+        # BM25 and dense parts are built in one temporary directory that replaces OUT only when
+        # both are complete: an interrupted build (kill -9 while embedding too) keeps the old index.
+        manifest, dm = build_index(read_passages(source), out, embedder=embedder, chunk=spec, progress=True)
         console.print(Text(f"indexed {manifest['passage_count']} passages into {out}"), soft_wrap=True)
-        if embedder is not None:
-            from dynrag.retrieval.dense import DenseIndex
-
-            dm = DenseIndex.build_alongside(out, embedder, progress=True)
+        if dm is not None:
             console.print(Text(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}"), soft_wrap=True)
 
 

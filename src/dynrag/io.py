@@ -5,8 +5,10 @@
   or the new one, never a mix.
 - ``atomic_directory``: build a directory in a temporary sibling ``.NAME.build-PID-XXXX`` and swap it
   into place only when complete (the old one is moved aside first and deleted afterwards); an error
-  removes the half-built directory. Builds left behind by killed processes are removed at the next
-  build of the same name (``remove_stale_builds``).
+  removes the half-built directory. Builds and file writes left behind by killed processes are
+  removed at the next build or write of the same name (``remove_stale_builds``): a temporary is
+  stale when its process is gone, or when no process holds the flock its builder keeps on it
+  (a killed builder's pid may since belong to another process).
 - ``JsonlAppender``: one record per line, each written in a single call, flushed and fsynced before
   ``append`` returns, so a crash loses at most the line being written.
 - ``read_jsonl``: records of a JSONL file; a torn last line (a write cut short) is dropped (and
@@ -27,6 +29,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,7 +130,9 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     path = Path(path)
     with file_errors(path, always=True):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        remove_stale_builds(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_WRITE}-{os.getpid()}-", suffix=".tmp")
+        _hold(fd)
     try:
         with _build_errors(path, Path(tmp)):
             with os.fdopen(fd, "wb") as f:
@@ -159,6 +164,10 @@ def atomic_write_json(path: str | Path, data: Any, indent: int | None = 2) -> No
 
 _BUILD = "build"
 _OLD = "old"
+_WRITE = "write"
+# A temporary nobody holds is stale only once it is this old: its builder takes the flock a moment
+# after creating it, and must not lose it in between.
+_UNHELD_GRACE_SECONDS = 30.0
 
 
 def _scratch_pattern(name: str, kind: str) -> re.Pattern[str]:
@@ -177,8 +186,49 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _hold(fd: int) -> None:
+    """Mark a temporary as being written by this process (flock on it, dropped when fd closes)."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass  # no flock here (some network filesystems): the pid alone then tells
+
+
+def _held(entry: Path) -> bool:
+    """Whether some live process holds the flock its builder took on ``entry``."""
+    import fcntl
+
+    try:
+        fd = os.open(entry, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return True  # cannot tell: leave it
+    finally:
+        os.close(fd)
+    return False
+
+
+def _stale(entry: Path, pid: int, locked_kind: bool) -> bool:
+    if not _pid_alive(pid):
+        return True
+    if not locked_kind or _held(entry):
+        return False
+    try:  # alive pid, nobody holds it: a reused pid, unless the builder has only just made it
+        return time.time() - entry.lstat().st_mtime > _UNHELD_GRACE_SECONDS
+    except OSError:
+        return False
+
+
 def remove_stale_builds(out: str | Path) -> list[Path]:
-    """Remove ``.NAME.build-PID-*`` siblings of ``out`` whose process is gone; returns them.
+    """Remove the ``.NAME.build-PID-*`` directories and ``.NAME.write-PID-*.tmp`` files beside
+    ``out`` that no live builder holds (see the module doc); returns them.
 
     A ``.NAME.old-PID-*`` left by a crash between the two renames of a swap holds the previous
     directory: it is put back when ``out`` is missing, else removed.
@@ -188,15 +238,18 @@ def remove_stale_builds(out: str | Path) -> list[Path]:
     removed: list[Path] = []
     if not parent.is_dir():
         return removed
-    build, old = _scratch_pattern(name, _BUILD), _scratch_pattern(name, _OLD)
+    kinds = [(_scratch_pattern(name, kind), kind) for kind in (_BUILD, _OLD, _WRITE)]
     for entry in sorted(parent.iterdir()):
-        for pattern in (build, old):
+        for pattern, kind in kinds:
             match = pattern.match(entry.name)
-            if not match or _pid_alive(int(match.group(1))):
+            if not match or not _stale(entry, int(match.group(1)), locked_kind=kind != _OLD):
                 continue
-            if pattern is old and not out.exists() and (entry / "previous").is_dir():
+            if kind == _OLD and not out.exists() and (entry / "previous").is_dir():
                 os.rename(entry / "previous", out)
-            shutil.rmtree(entry, ignore_errors=True)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
             removed.append(entry)
     return removed
 
@@ -244,6 +297,8 @@ def atomic_directory(out: str | Path, check: Callable[[Path], None] | None = Non
         out.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_builds(out)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{_BUILD}-{os.getpid()}-", dir=out.parent))
+        held = os.open(tmp, os.O_RDONLY)  # the flock that tells a live build from a stale one
+        _hold(held)
     try:
         # A fault while the build writes is reported against ``out``: the temporary is gone after.
         with _build_errors(out, tmp):
@@ -256,6 +311,8 @@ def atomic_directory(out: str | Path, check: Callable[[Path], None] | None = Non
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        os.close(held)
 
 
 @contextmanager

@@ -14,7 +14,7 @@ document's tokens in memory at once. Files written (besides the passage store, s
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ def build_bm25_index(
     progress: bool = True,
     chunk: ChunkSpec | None = None,
     total: int | None = None,
+    add_parts: Callable[[Path], Any] | None = None,
 ) -> dict[str, Any]:
     """Index a stream of passages into ``out_dir`` and return the manifest written.
 
@@ -59,12 +60,29 @@ def build_bm25_index(
     the score matrix itself (8 bytes a posting). Everything is written to a temporary sibling
     directory that replaces ``out_dir`` only when complete, so an error or crash mid-build leaves
     an existing index untouched. ``chunk`` splits passages on the fly; ``total`` sizes the
-    progress bar when known.
+    progress bar when known. ``add_parts(tmp)`` writes more parts (the dense part) into the
+    finished BM25 index in its temporary directory, so all of them replace ``out_dir`` in one swap.
     """
     with atomic_directory(out_dir, check=check_replaceable) as tmp:
-        if chunk is not None and chunk.kind == "small-to-big":
-            return _write_small_to_big(passages, chunk, tmp, progress, total)
-        return _write_index(chunk_passages(passages, chunk), tmp, progress, total, chunk)
+        manifest = write_bm25_index(passages, tmp, progress=progress, chunk=chunk, total=total)
+        if add_parts is not None:
+            add_parts(tmp)
+        return manifest
+
+
+def write_bm25_index(
+    passages: Iterable[Passage],
+    directory: Path,
+    *,
+    progress: bool = True,
+    chunk: ChunkSpec | None = None,
+    total: int | None = None,
+) -> dict[str, Any]:
+    """Write a BM25 index into the empty ``directory`` (not atomically: the temporary directory
+    of ``build_bm25_index``); returns its manifest."""
+    if chunk is not None and chunk.kind == "small-to-big":
+        return _write_small_to_big(passages, chunk, directory, progress, total)
+    return _write_index(chunk_passages(passages, chunk), directory, progress, total, chunk)
 
 
 def _write_small_to_big(

@@ -53,6 +53,14 @@ def index_error(path: Path, what: str, rebuild: str = REBUILD) -> IndexError_:
     return IndexError_(f"{path}: {what}; {rebuild.format(path=path)}")
 
 
+def notice(message: str) -> None:
+    """One line on stderr about long work about to happen (shown with or without progress bars;
+    a bar being drawn is moved below it)."""
+    from tqdm import tqdm
+
+    tqdm.write(message, file=sys.stderr)
+
+
 def progress_bar(total: int | None, desc: str, enabled: bool) -> Any:
     """The ingest progress bar (rate and ETA) every index build shows on stderr."""
     from tqdm import tqdm
