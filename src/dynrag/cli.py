@@ -84,6 +84,14 @@ def index(
         # both are complete: an interrupted build (kill -9 while embedding too) keeps the old index.
         manifest, dm = build_index(read_passages(source), out, embedder=embedder, chunk=spec, progress=True)
         console.print(Text(f"indexed {manifest['passage_count']} passages into {out}"), soft_wrap=True)
+        long = manifest.get("long_passages") or {}
+        if long.get("count"):
+            err_console.print(Text.assemble(("warning: ", "bold yellow"), (
+                f"{long['count']:,} passage(s) of {source} are over {long['over_chars']:,} characters (the longest, "
+                f"{long['longest_id']!r}, has {long['longest_chars']:,}); a prompt keeps only the part of such a "
+                "passage that fits the model's context window, and retrieval ranks it as one block: split them "
+                f"with --chunk tokens:100:20 (or sentences:4:1)" + ("" if spec.kind == "none" else f" smaller than {spec}")
+            )), soft_wrap=True)
         if dm is not None:
             console.print(Text(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}"), soft_wrap=True)
 
@@ -125,6 +133,9 @@ def ask(
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
+        from dynrag.methods.budget import check_question
+
+        check_question(question.strip())
         flags = dict(index=index_dir, method=method, model=model, retriever=retriever, exemplars=exemplars)
         pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
         run = load_run_config(config, flags, pairs, retriever_option)

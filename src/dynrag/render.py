@@ -51,6 +51,15 @@ def shaded_steps(answer: Answer, theta: float | None) -> Text | None:
     return out
 
 
+def truncation_line(note: dict) -> str:
+    """What a prompt left out to fit the context window, in words."""
+    reason = note.get("reason", "the context window")
+    if note.get("part") == "exemplars":
+        return f"prompt kept {note['kept']} of {note['of']} exemplars to fit the model's {reason}"
+    return (f"passage {note.get('id')!r} cut to {note.get('kept_tokens', 0):,} tokens ({note.get('kept_chars', 0):,} of "
+            f"{note.get('chars', 0):,} characters) to fit the model's {reason}")
+
+
 def render_answer(console: Console, answer: Answer, gold: list[str] | None = None) -> None:
     trace = answer.trace
     console.print(Text.assemble(("Q ", "bold cyan"), trace.question))
@@ -82,6 +91,8 @@ def render_answer(console: Console, answer: Answer, gold: list[str] | None = Non
         for hit in retrieval.hits:
             table.add_row(f"{hit.score:6.2f}", Text(hit.title[:28]), Text(_shorten(hit.text, 110)))
         console.print(table)
+    for note in trace.truncations:
+        console.print(Text(f"  {truncation_line(note)}", style="yellow"))
     console.print(
         Text(
             f"  {trace.method} · {trace.model} · {len(trace.retrievals)} retrievals · "

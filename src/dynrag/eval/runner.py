@@ -203,9 +203,12 @@ def run_eval(
     )
 
     out = Path(req.out)
+    from dynrag.methods.budget import check_question
     from dynrag.methods.registry import parse_options
 
     # Everything that can be checked is checked before the run directory is touched.
+    for ex in examples:
+        check_question(ex.question, where=f"{req.data}: question {ex.id!r}")
     check_run_dir(out, "eval")
     if req.baseline is not None:
         check_baseline(Path(req.baseline), config, examples)

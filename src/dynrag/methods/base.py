@@ -61,6 +61,17 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     retrievals: list[Retrieval] = field(default_factory=list)
     seconds: float = 0.0
+    # What prompts left out to fit the model's context window, once per passage (or for the
+    # exemplars) however many prompts repeated the cut: see methods/budget.py.
+    truncations: list[dict[str, Any]] = field(default_factory=list)
+
+    def note_prompt(self, prompt: Any) -> None:
+        """Record what ``prompt`` (a lm.base.Prompt) cut, unless that part was recorded already."""
+        seen = {(n.get("part"), n.get("id")) for n in self.truncations}
+        for note in getattr(prompt, "truncated", None) or ():
+            if (note.get("part"), note.get("id")) not in seen:
+                self.truncations.append(dict(note))
+                seen.add((note.get("part"), note.get("id")))
 
     @property
     def generated_tokens(self) -> int:
@@ -93,6 +104,7 @@ class Answer:
             "waste_ratio": round(t.generated_tokens / t.kept_tokens, 4) if t.kept_tokens else None,
             "seconds": round(t.seconds, 3),
             "steps": [s.to_dict() for s in t.steps],
+            "truncations": [dict(n) for n in t.truncations],
         }
 
 

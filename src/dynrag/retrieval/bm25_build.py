@@ -38,6 +38,10 @@ from dynrag.text.chunking import ChunkSpec, chunk_passages, small_chunks_keeping
 
 K1, B, METHOD = 1.5, 0.75, "lucene"
 
+# A passage longer than this (about 2,500 tokens, a third of the bundled model's window) cannot
+# sit in a prompt beside others whole; `dynrag index` warns and suggests --chunk.
+LONG_PASSAGE_CHARS = 10_000
+
 # A batch is tokenised and written in one go. Its size bounds the build's working memory (the
 # corpus size does not), while still amortising the per-call numpy overhead.
 _BATCH_PASSAGES = 1024
@@ -103,10 +107,16 @@ def _write_index(
     tokenizer = BM25Tokenizer(None, grow=True)
     runs = PostingRuns(tmp / ".postings")
     store = PassageWriter(tmp)
+    long = {"count": 0, "over_chars": LONG_PASSAGE_CHARS, "longest_id": None, "longest_chars": 0}
     try:
         with progress_bar(total, "Indexing", progress) as bar:
 
             def flush(batch: list[Passage]) -> None:
+                for p in batch:
+                    if len(p.text) > LONG_PASSAGE_CHARS:
+                        long["count"] += 1
+                        if len(p.text) > long["longest_chars"]:
+                            long["longest_id"], long["longest_chars"] = p.id, len(p.text)
                 store.add(batch)
                 flat, lengths = tokenizer.corpus_batch([f"{p.title}\n{p.text}" for p in batch])
                 runs.add(flat, lengths, len(tokenizer.stem_to_id))
@@ -143,6 +153,7 @@ def _write_index(
         "fields": ["title", "text"],
         "bm25": {"method": METHOD, "k1": K1, "b": B},
         "chunk": str(chunk) if chunk is not None else "none",
+        "long_passages": long,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "dynrag_version": dynrag.__version__,
         "bm25s_version": bm25s.__version__,
