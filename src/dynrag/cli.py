@@ -51,6 +51,18 @@ def user_errors() -> Iterator[None]:
         raise typer.Exit(130)
 
 
+def warn(message: str) -> None:
+    err_console.print(Text.assemble(("warning: ", "bold yellow"), message), highlight=False, soft_wrap=True)
+
+
+def warn_if_corpus_changed(index_dir: Path) -> None:
+    from dynrag.retrieval.store import corpus_changes
+
+    message = corpus_changes(index_dir)
+    if message:
+        warn(message)
+
+
 def _load_lm_with_status(spec: str):
     from dynrag.lm import load_lm
 
@@ -68,8 +80,10 @@ def index(
 ) -> None:
     """Build a BM25 index from a corpus (with --dense, its dense part too)."""
     with user_errors():
-        from dynrag.corpus import read_passages
+        from dynrag.corpus import read_passages, source_stamps
+        from dynrag.errors import DataError
         from dynrag.retrieval.dense import build_index
+        from dynrag.retrieval.store import DuplicatePassageId
         from dynrag.text.chunking import parse_chunk_spec
 
         spec = parse_chunk_spec(chunk)
@@ -82,16 +96,21 @@ def index(
             embedder = Embedder.load(embedding_model)
         # BM25 and dense parts are built in one temporary directory that replaces OUT only when
         # both are complete: an interrupted build (kill -9 while embedding too) keeps the old index.
-        manifest, dm = build_index(read_passages(source), out, embedder=embedder, chunk=spec, progress=True)
+        passages = read_passages(source)  # checks the path
+        stamps = source_stamps(source)  # before reading: an edit during the build shows next time
+        try:
+            manifest, dm = build_index(passages, out, embedder=embedder, chunk=spec, progress=True, sources=stamps)
+        except DuplicatePassageId as exc:
+            raise DataError(str(source), str(exc) + (f" (ids after --chunk {spec})" if spec.kind != "none" else "")) from exc
         console.print(Text(f"indexed {manifest['passage_count']} passages into {out}"), soft_wrap=True)
         long = manifest.get("long_passages") or {}
         if long.get("count"):
-            err_console.print(Text.assemble(("warning: ", "bold yellow"), (
+            warn((
                 f"{long['count']:,} passage(s) of {source} are over {long['over_chars']:,} characters (the longest, "
                 f"{long['longest_id']!r}, has {long['longest_chars']:,}); a prompt keeps only the part of such a "
                 "passage that fits the model's context window, and retrieval ranks it as one block: split them "
                 f"with --chunk tokens:100:20 (or sentences:4:1)" + ("" if spec.kind == "none" else f" smaller than {spec}")
-            )), soft_wrap=True)
+            ))
         if dm is not None:
             console.print(Text(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}"), soft_wrap=True)
 
@@ -153,6 +172,7 @@ def ask(
             raise DynragError(f"--retriever/--retriever-option: method {method_name!r} does not retrieve")
         searcher = None
         if run.index is not None and method_name not in NO_RETRIEVAL:
+            warn_if_corpus_changed(run.index)
             name = run.retriever or preset_retriever(options)
             searcher_options = given_options(name, run.retriever_options, "--retriever-option")
             searcher = open_retriever(

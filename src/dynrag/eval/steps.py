@@ -50,6 +50,11 @@ def corpus_index(corpus: str, out: Path, examples: list[QAExample], console: Con
     pooled context paragraphs (reused when it holds exactly those, else rebuilt)."""
     given = check_corpus(corpus)
     if given is not None:
+        from dynrag.retrieval.store import corpus_changes
+
+        changed = corpus_changes(given)
+        if changed:
+            console.print(Text.assemble(("warning: ", "bold yellow"), changed), soft_wrap=True)
         return given
     index, built = contexts_index(out, pool_contexts(examples), progress=progress)
     index.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from pydantic import Field
+
 from dynrag.registry import Options
 from dynrag.retrieval.base import Hit
 
@@ -12,8 +14,8 @@ from dynrag.retrieval.base import Hit
 class MethodOptions(Options):
     """Base for each method's options; unknown keys are errors, values are validated."""
 
-    max_new_tokens: int = 128
-    k: int = 3  # passages per retrieval
+    max_new_tokens: int = Field(128, ge=1)
+    k: int = Field(3, ge=1)  # passages per retrieval: 0 would retrieve and show nothing
 
 
 @dataclass

@@ -56,6 +56,7 @@ def build_bm25_index(
     chunk: ChunkSpec | None = None,
     total: int | None = None,
     add_parts: Callable[[Path], Any] | None = None,
+    sources: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Index a stream of passages into ``out_dir`` and return the manifest written.
 
@@ -66,9 +67,11 @@ def build_bm25_index(
     an existing index untouched. ``chunk`` splits passages on the fly; ``total`` sizes the
     progress bar when known. ``add_parts(tmp)`` writes more parts (the dense part) into the
     finished BM25 index in its temporary directory, so all of them replace ``out_dir`` in one swap.
+    ``sources`` (corpus.source_stamps) goes into the manifest, so a later change of the corpus
+    can be told (store.corpus_changes).
     """
     with atomic_directory(out_dir, check=check_replaceable) as tmp:
-        manifest = write_bm25_index(passages, tmp, progress=progress, chunk=chunk, total=total)
+        manifest = write_bm25_index(passages, tmp, progress=progress, chunk=chunk, total=total, sources=sources)
         if add_parts is not None:
             add_parts(tmp)
         return manifest
@@ -81,12 +84,18 @@ def write_bm25_index(
     progress: bool = True,
     chunk: ChunkSpec | None = None,
     total: int | None = None,
+    sources: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write a BM25 index into the empty ``directory`` (not atomically: the temporary directory
     of ``build_bm25_index``); returns its manifest."""
     if chunk is not None and chunk.kind == "small-to-big":
-        return _write_small_to_big(passages, chunk, directory, progress, total)
-    return _write_index(chunk_passages(passages, chunk), directory, progress, total, chunk)
+        manifest = _write_small_to_big(passages, chunk, directory, progress, total)
+    else:
+        manifest = _write_index(chunk_passages(passages, chunk), directory, progress, total, chunk)
+    if sources is not None:
+        manifest["sources"] = sources
+        atomic_write_json(directory / "manifest.json", manifest)
+    return manifest
 
 
 def _write_small_to_big(

@@ -234,6 +234,7 @@ def build_index(
     batch_size: int = 64,
     progress: bool = True,
     total: int | None = None,
+    sources: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """A BM25 index of ``passages`` at ``out_dir`` and, with an ``embedder``, its dense part: both
     written into one temporary directory that replaces ``out_dir`` only when both are complete.
@@ -247,7 +248,7 @@ def build_index(
         dense.append(write_dense_part(tmp, embedder, batch_size=batch_size, progress=progress,
                                       shown=out / DENSE_SUBDIR))
 
-    manifest = build_bm25_index(passages, out, progress=progress, chunk=chunk, total=total,
+    manifest = build_bm25_index(passages, out, progress=progress, chunk=chunk, total=total, sources=sources,
                                 add_parts=add_dense if embedder is not None else None)
     return manifest, (dense[0] if dense else None)
 
