@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +17,10 @@ from dynrag.errors import DynragError
 from dynrag.methods.registry import METHODS
 from dynrag.retrieval.factory import RETRIEVERS
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Dynamic retrieval-augmented generation.")
+# Plain help: option help is shown as written (rich markup would eat "[#FILE.gguf]"), and every
+# option that takes a value names it (KEY=VALUE, DIR, SPEC) instead of a Python type.
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Dynamic retrieval-augmented generation.")
 # User text (paths, questions, titles) is printed as Text, never parsed as markup or emoji codes.
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)
@@ -24,8 +28,26 @@ _state = {"debug": False}
 
 
 @app.callback()
-def main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
+def main(debug: bool = typer.Option(
+    False, "--debug", help="Show tracebacks for errors, and the model libraries' own progress bars and warnings."
+)) -> None:
     _state["debug"] = debug
+    if not debug:
+        quiet_model_libraries()
+
+
+def quiet_model_libraries() -> None:
+    """No weight-loading bars or library warnings from transformers / huggingface_hub: dynrag
+    says what it loads itself. Set before they are imported (they read these once); applied to
+    them directly when they already are."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
 
 
 @contextmanager
@@ -72,11 +94,11 @@ def _load_lm_with_status(spec: str):
 
 @app.command()
 def index(
-    source: Path = typer.Argument(..., help="JSONL {id,title,text}, DPR-style TSV, or a folder of .txt/.md"),
-    out: Path = typer.Option(..., "--out", help="Index directory to write (replaced atomically)."),
-    chunk: str = typer.Option("none", "--chunk", help="none | tokens:SIZE:OVERLAP | sentences:N:OVERLAP | small-to-big:SMALL:LARGE:OVERLAP"),
+    source: Path = typer.Argument(..., metavar="SOURCE", help="JSONL {id,title,text}, DPR-style TSV, or a folder of .txt/.md"),
+    out: Path = typer.Option(..., "--out", metavar="DIR", help="Index directory to write (replaced atomically)."),
+    chunk: str = typer.Option("none", "--chunk", metavar="SPEC", help="none | tokens:SIZE:OVERLAP | sentences:N:OVERLAP | small-to-big:SMALL:LARGE:OVERLAP"),
     dense: bool = typer.Option(False, "--dense/--no-dense", help="Also embed the passages into OUT/dense (dense and hybrid search)."),
-    embedding_model: Optional[Path] = typer.Option(None, "--embedding-model", help="Sentence-embedding model directory (default: packaged all-MiniLM-L6-v2)."),
+    embedding_model: Optional[Path] = typer.Option(None, "--embedding-model", metavar="DIR", help="Sentence-embedding model directory (default: packaged all-MiniLM-L6-v2)."),
 ) -> None:
     """Build a BM25 index from a corpus (with --dense, its dense part too)."""
     with user_errors():
@@ -115,32 +137,49 @@ def index(
             console.print(Text(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}"), soft_wrap=True)
 
 
-@app.command()
+def _ask_help() -> str:
+    width = max(len(name) for name in METHODS.names())
+    lines = "\n".join(f"  {entry.name:<{width}}  {entry.summary}" for entry in METHODS)
+    return (
+        "Answer one question with a method over an index.\n\n"
+        f"\b\nMethods (--method, default single):\n{lines}\n\n"
+        "Each method's options (--option KEY=VALUE) are in docs/methods.md, the retrieval chain's "
+        "(--preset, rerank, compress ...) in docs/pipeline.md."
+    )
+
+
+@app.command(help=_ask_help())
 def ask(
-    question: str = typer.Argument(..., help="The question to answer."),
+    question: str = typer.Argument(..., metavar="QUESTION", help="The question to answer."),
     config: Optional[Path] = typer.Option(
-        None, "--config", help="A run configuration (YAML, docs/evaluation.md); flags given here override its keys."
+        None, "--config", metavar="FILE",
+        help="A run configuration (YAML, docs/evaluation.md); flags given here override its keys.",
     ),
-    index_dir: Optional[Path] = typer.Option(None, "--index", help="Index directory (dynrag index)."),
-    method: Optional[str] = typer.Option(None, "--method", help=f"Answering method: {METHODS.choices()} (default single)."),
-    model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
-    option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index", metavar="DIR", help="Index directory (dynrag index)."),
+    method: Optional[str] = typer.Option(
+        None, "--method", metavar="NAME", help=f"Answering method: {METHODS.choices()} (default single)."
+    ),
+    model: Optional[str] = typer.Option(
+        None, "--model", metavar="SPEC", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"
+    ),
+    option: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="Method option (repeatable)."),
     preset: Optional[str] = typer.Option(
-        None, "--preset", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
+        None, "--preset", metavar="NAME", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
     ),
     retriever: Optional[str] = typer.Option(
-        None, "--retriever",
+        None, "--retriever", metavar="NAME",
         help=f"{RETRIEVERS.choices()} over --index (dense parts are built into it on first use). "
         "Default: bm25, or hybrid with --preset balanced|best.",
     ),
     retriever_option: list[str] = typer.Option(
-        [], "--retriever-option", help="Retriever option KEY=VALUE (repeatable), e.g. alpha=0.3 for hybrid."
+        [], "--retriever-option", metavar="KEY=VALUE", help="Retriever option (repeatable), e.g. alpha=0.3 for hybrid."
     ),
-    exemplars: Optional[str] = typer.Option(None, "--exemplars", help="Few-shot exemplar style (dataset name; default: default)."),
-    trace: Optional[Path] = typer.Option(None, "--trace", help="Write the full trace JSON here."),
+    exemplars: Optional[str] = typer.Option(
+        None, "--exemplars", metavar="STYLE", help="Few-shot exemplar style (dataset name; default: default)."
+    ),
+    trace: Optional[Path] = typer.Option(None, "--trace", metavar="FILE", help="Write the full trace JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace JSON instead of the rendering."),
 ) -> None:
-    """Answer one question with a method over an index."""
     with user_errors():
         from dynrag.config import load_run_config
         from dynrag.lm.loader import check_model_spec
@@ -195,8 +234,8 @@ def ask(
 
 @app.command()
 def demo(
-    model: str = typer.Option("bundled", "--model", help="Model spec."),
-    limit: int = typer.Option(0, "--limit", help="Answer only the first N demo questions (0 = all)."),
+    model: str = typer.Option("bundled", "--model", metavar="SPEC", help="Model spec."),
+    limit: int = typer.Option(0, "--limit", metavar="N", help="Answer only the first N demo questions (0 = all)."),
 ) -> None:
     """Build the demo index (first run) and answer the demo questions with and without retrieval."""
     with user_errors():

@@ -23,33 +23,33 @@ RETRIEVER_HELP = f"Retriever over the corpus: {RETRIEVERS.choices()} (dense part
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("eval")
     def eval_command(
-        config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
-        dataset: Optional[str] = typer.Option(None, "--dataset", help=f"Benchmark format: {DATASET_NAMES}."),
-        data: Optional[Path] = typer.Option(None, "--data", help="The benchmark file in its original format."),
-        method: Optional[str] = typer.Option(None, "--method", help=f"Answering method: {METHODS.choices()}."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Run directory (created, or resumed when it exists)."),
+        config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help=CONFIG_HELP),
+        dataset: Optional[str] = typer.Option(None, "--dataset", metavar="NAME", help=f"Benchmark format: {DATASET_NAMES}."),
+        data: Optional[Path] = typer.Option(None, "--data", metavar="FILE", help="The benchmark file in its original format."),
+        method: Optional[str] = typer.Option(None, "--method", metavar="NAME", help=f"Answering method: {METHODS.choices()}."),
+        out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Run directory (created, or resumed when it exists)."),
         corpus: Optional[str] = typer.Option(
-            None, "--corpus", help="'contexts' (pool the questions' context paragraphs) or an index directory."
+            None, "--corpus", metavar="contexts|DIR", help="'contexts' (pool the questions' context paragraphs) or an index directory."
         ),
-        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
-        model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
-        option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
+        limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Only the first N questions."),
+        model: Optional[str] = typer.Option(None, "--model", metavar="SPEC", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+        option: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="Method option KEY=VALUE (repeatable)."),
         preset: Optional[str] = typer.Option(
-            None, "--preset", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
+            None, "--preset", metavar="NAME", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
         ),
         retriever: Optional[str] = typer.Option(
-            None, "--retriever", help=f"{RETRIEVER_HELP} Default: bm25, or hybrid with --option preset=balanced|best."
+            None, "--retriever", metavar="NAME", help=f"{RETRIEVER_HELP} Default: bm25, or hybrid with --option preset=balanced|best."
         ),
         retriever_option: list[str] = typer.Option(
-            [], "--retriever-option", help="Retriever option KEY=VALUE (repeatable), as in `dynrag eval-retrieval --option`."
+            [], "--retriever-option", metavar="KEY=VALUE", help="Retriever option KEY=VALUE (repeatable), as in `dynrag eval-retrieval --option`."
         ),
         exemplars: Optional[str] = typer.Option(
-            None, "--exemplars", help="Few-shot exemplar style (default: the dataset's own)."
+            None, "--exemplars", metavar="STYLE", help="Few-shot exemplar style (default: the dataset's own)."
         ),
-        aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
+        aliases: Optional[Path] = typer.Option(None, "--aliases", metavar="FILE", help="2WikiMultihopQA answer alias file."),
         skip_bad: Optional[bool] = typer.Option(None, "--skip-bad/--no-skip-bad", help="Skip and count malformed records."),
         baseline: Optional[Path] = typer.Option(
-            None, "--baseline", help="A `direct` run of the same questions: adds knowledge-boundary figures."
+            None, "--baseline", metavar="DIR", help="A `direct` run of the same questions: adds knowledge-boundary figures."
         ),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
     ) -> None:
@@ -69,35 +69,35 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
     @app.command("eval-retrieval")
     def eval_retrieval_command(
-        config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
-        dataset: Optional[str] = typer.Option(None, "--dataset", help=f"Benchmark format: {DATASET_NAMES}."),
-        data: Optional[Path] = typer.Option(None, "--data", help="The benchmark file in its original format."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Output directory: summary.json, rankings.jsonl."),
-        retriever: Optional[str] = typer.Option(None, "--retriever", help=f"{RETRIEVERS.choices()} (default bm25)"),
+        config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help=CONFIG_HELP),
+        dataset: Optional[str] = typer.Option(None, "--dataset", metavar="NAME", help=f"Benchmark format: {DATASET_NAMES}."),
+        data: Optional[Path] = typer.Option(None, "--data", metavar="FILE", help="The benchmark file in its original format."),
+        out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory: summary.json, rankings.jsonl."),
+        retriever: Optional[str] = typer.Option(None, "--retriever", metavar="NAME", help=f"{RETRIEVERS.choices()} (default bm25)"),
         corpus: Optional[str] = typer.Option(
-            None, "--corpus",
+            None, "--corpus", metavar="contexts|DIR",
             help="'contexts' (the default: pool the questions' context paragraphs into OUT/contexts-index) "
             "or an index directory.",
         ),
         option: list[str] = typer.Option(
-            [], "--option",
+            [], "--option", metavar="KEY=VALUE",
             help=f"Retriever option KEY=VALUE (repeatable), defaults in brackets. {option_help()}",
         ),
-        k: Optional[str] = typer.Option(None, "--k", help="Cut-offs for recall@K and support_all@K (default 3,10)."),
-        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
+        k: Optional[str] = typer.Option(None, "--k", metavar="K,K", help="Cut-offs for recall@K and support_all@K (default 3,10)."),
+        limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Only the first N questions."),
         skip_bad: Optional[bool] = typer.Option(None, "--skip-bad/--no-skip-bad", help="Skip and count malformed records."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
         hyde: Optional[bool] = typer.Option(
             None, "--hyde/--no-hyde", help="Search with each question plus a hypothetical passage the model writes."
         ),
-        model: Optional[str] = typer.Option(None, "--model", help="HyDE's model: bundled | bundled:NAME | hf:PATH_OR_ID"),
+        model: Optional[str] = typer.Option(None, "--model", metavar="SPEC", help="HyDE's model: bundled | bundled:NAME | hf:PATH_OR_ID"),
         hyde_cache: Optional[Path] = typer.Option(
-            None, "--hyde-cache",
+            None, "--hyde-cache", metavar="FILE",
             help="JSONL of HyDE passages, reused when model and prompt match and extended with new ones "
             "(default OUT/hyde.jsonl); share one file across runs to write each passage once.",
         ),
         hyde_max_new_tokens: Optional[int] = typer.Option(
-            None, "--hyde-max-new-tokens", help="Length cap of a HyDE passage (default 64)."
+            None, "--hyde-max-new-tokens", metavar="N", help="Length cap of a HyDE passage (default 64)."
         ),
     ) -> None:
         """Measure retrieval alone: recall@K, support_all@K, MRR and queries/s on a benchmark's
@@ -181,8 +181,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
     @app.command("compare")
     def compare_command(
-        runs: list[Path] = typer.Argument(..., help="Run directories written by `dynrag eval`."),
-        plot: Optional[Path] = typer.Option(None, "--plot", help="Write F1 against retrievals/question here (PNG)."),
+        runs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directories written by `dynrag eval`."),
+        plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE", help="Write F1 against retrievals/question here (PNG)."),
     ) -> None:
         """Print a markdown table of runs; optionally plot F1 against retrievals per question."""
         with user_errors():
