@@ -50,7 +50,7 @@ def tiny_llama(vocab_size: int, seed: int = 0, attn: str = "sdpa") -> LlamaForCa
         num_hidden_layers=3,
         num_attention_heads=4,
         num_key_value_heads=2,  # grouped-query attention, as in the bundled models
-        max_position_embeddings=256,
+        max_position_embeddings=4096,  # six exemplars and a few passages fit: prompts are kept within it
         bos_token_id=1,
         eos_token_id=2,
         attn_implementation=attn,
@@ -71,7 +71,7 @@ def tiny_gemma3(vocab_size: int, seed: int = 0, attn: str = "sdpa") -> Gemma3For
         # Short window, so the sliding layers' mask matters for prompts of a dozen tokens.
         sliding_window=4,
         layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
-        max_position_embeddings=256,
+        max_position_embeddings=4096,
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=0,
@@ -86,3 +86,12 @@ def tiny_llama_lm(seed: int = 0):
 
     tok = tiny_tokenizer()
     return HFLanguageModel(tiny_llama(len(tok), seed=seed), tok, name="tiny")
+
+
+def save_tiny_llama(directory, seed: int = 0):
+    """The tiny Llama and its tokenizer saved as a Hugging Face model directory, for commands
+    run as a user would (`--model hf:DIR`): loads in well under a second, generates garbage."""
+    tok = tiny_tokenizer()
+    tiny_llama(len(tok), seed=seed).save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory

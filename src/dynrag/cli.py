@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,56 +11,101 @@ from typing import Iterator, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from dynrag.errors import DynragError
 from dynrag.methods.registry import METHODS
 from dynrag.retrieval.factory import RETRIEVERS
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Dynamic retrieval-augmented generation.")
-console = Console()
-err_console = Console(stderr=True)
+# Plain help: option help is shown as written (rich markup would eat "[#FILE.gguf]"), and every
+# option that takes a value names it (KEY=VALUE, DIR, SPEC) instead of a Python type.
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Dynamic retrieval-augmented generation.")
+# User text (paths, questions, titles) is printed as Text, never parsed as markup or emoji codes.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 _state = {"debug": False}
 
 
 @app.callback()
-def main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
+def main(debug: bool = typer.Option(
+    False, "--debug", help="Show tracebacks for errors, and the model libraries' own progress bars and warnings."
+)) -> None:
     _state["debug"] = debug
+    if not debug:
+        quiet_model_libraries()
+
+
+def quiet_model_libraries() -> None:
+    """No weight-loading bars or library warnings from transformers / huggingface_hub: dynrag
+    says what it loads itself. Set before they are imported (they read these once); applied to
+    them directly when they already are."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Show a DynragError as one line and exit 1; tracebacks only with --debug."""
+    """Show a DynragError as one line and exit 1; tracebacks only with --debug. An OSError that
+    reached here unwrapped (a filesystem fault outside dynrag.io) is shown the same way, naming
+    its path and the OS's reason."""
     try:
         yield
-    except DynragError as exc:
+    except (DynragError, OSError) as exc:
         if _state["debug"]:
             raise
-        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        if isinstance(exc, OSError):
+            from dynrag.io import os_error_message
+
+            message = os_error_message(exc.filename, exc) if exc.filename else (exc.strerror or str(exc))
+        else:
+            message = str(exc)
+        err_console.print(Text.assemble(("error: ", "bold red"), message), highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     except KeyboardInterrupt:
         err_console.print("[red]interrupted[/red]")
         raise typer.Exit(130)
 
 
+def warn(message: str) -> None:
+    err_console.print(Text.assemble(("warning: ", "bold yellow"), message), highlight=False, soft_wrap=True)
+
+
+def warn_if_corpus_changed(index_dir: Path) -> None:
+    from dynrag.retrieval.store import corpus_changes
+
+    message = corpus_changes(index_dir)
+    if message:
+        warn(message)
+
+
 def _load_lm_with_status(spec: str):
     from dynrag.lm import load_lm
 
-    with err_console.status(f"loading model {spec} ..."):
+    with err_console.status(Text(f"loading model {spec} ...")):
         return load_lm(spec)
 
 
 @app.command()
 def index(
-    source: Path = typer.Argument(..., help="JSONL {id,title,text}, DPR-style TSV, or a folder of .txt/.md"),
-    out: Path = typer.Option(..., "--out", help="Index directory to write (replaced atomically)."),
-    chunk: str = typer.Option("none", "--chunk", help="none | tokens:SIZE:OVERLAP | sentences:N:OVERLAP | small-to-big:SMALL:LARGE:OVERLAP"),
+    source: Path = typer.Argument(..., metavar="SOURCE", help="JSONL {id,title,text}, DPR-style TSV, or a folder of .txt/.md"),
+    out: Path = typer.Option(..., "--out", metavar="DIR", help="Index directory to write (replaced atomically)."),
+    chunk: str = typer.Option("none", "--chunk", metavar="SPEC", help="none | tokens:SIZE:OVERLAP | sentences:N:OVERLAP | small-to-big:SMALL:LARGE:OVERLAP"),
     dense: bool = typer.Option(False, "--dense/--no-dense", help="Also embed the passages into OUT/dense (dense and hybrid search)."),
-    embedding_model: Optional[Path] = typer.Option(None, "--embedding-model", help="Sentence-embedding model directory (default: packaged all-MiniLM-L6-v2)."),
+    embedding_model: Optional[Path] = typer.Option(None, "--embedding-model", metavar="DIR", help="Sentence-embedding model directory (default: packaged all-MiniLM-L6-v2)."),
 ) -> None:
     """Build a BM25 index from a corpus (with --dense, its dense part too)."""
     with user_errors():
-        from dynrag.corpus import read_passages
-        from dynrag.retrieval.bm25 import BM25Index
+        from dynrag.corpus import read_passages, source_stamps
+        from dynrag.errors import DataError
+        from dynrag.retrieval.dense import build_index
+        from dynrag.retrieval.store import DuplicatePassageId
         from dynrag.text.chunking import parse_chunk_spec
 
         spec = parse_chunk_spec(chunk)
@@ -70,46 +116,74 @@ def index(
             from dynrag.retrieval.embedder import Embedder
 
             embedder = Embedder.load(embedding_model)
-        manifest = BM25Index.build(read_passages(source), out, progress=True, chunk=spec)
-        console.print(f"indexed {manifest['passage_count']} passages into {out}")
-        if embedder is not None:
-            from dynrag.retrieval.dense import DenseIndex
+        # BM25 and dense parts are built in one temporary directory that replaces OUT only when
+        # both are complete: an interrupted build (kill -9 while embedding too) keeps the old index.
+        passages = read_passages(source)  # checks the path
+        stamps = source_stamps(source)  # before reading: an edit during the build shows next time
+        try:
+            manifest, dm = build_index(passages, out, embedder=embedder, chunk=spec, progress=True, sources=stamps)
+        except DuplicatePassageId as exc:
+            raise DataError(str(source), str(exc) + (f" (ids after --chunk {spec})" if spec.kind != "none" else "")) from exc
+        console.print(Text(f"indexed {manifest['passage_count']} passages into {out}"), soft_wrap=True)
+        long = manifest.get("long_passages") or {}
+        if long.get("count"):
+            warn((
+                f"{long['count']:,} passage(s) of {source} are over {long['over_chars']:,} characters (the longest, "
+                f"{long['longest_id']!r}, has {long['longest_chars']:,}); a prompt keeps only the part of such a "
+                "passage that fits the model's context window, and retrieval ranks it as one block: split them "
+                f"with --chunk tokens:100:20 (or sentences:4:1)" + ("" if spec.kind == "none" else f" smaller than {spec}")
+            ))
+        if dm is not None:
+            console.print(Text(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}"), soft_wrap=True)
 
-            dm = DenseIndex.build_alongside(out, embedder, progress=True)
-            console.print(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}")
+
+def _ask_help() -> str:
+    width = max(len(name) for name in METHODS.names())
+    lines = "\n".join(f"  {entry.name:<{width}}  {entry.summary}" for entry in METHODS)
+    return (
+        "Answer one question with a method over an index.\n\n"
+        f"\b\nMethods (--method, default single):\n{lines}\n\n"
+        "Each method's options (--option KEY=VALUE) are in docs/methods.md, the retrieval chain's "
+        "(--preset, rerank, compress ...) in docs/pipeline.md."
+    )
 
 
-@app.command()
+@app.command(help=_ask_help())
 def ask(
-    question: str = typer.Argument(..., help="The question to answer."),
+    question: str = typer.Argument(..., metavar="QUESTION", help="The question to answer."),
     config: Optional[Path] = typer.Option(
-        None, "--config", help="A run configuration (YAML, docs/evaluation.md); flags given here override its keys."
+        None, "--config", metavar="FILE",
+        help="A run configuration (YAML, docs/evaluation.md); flags given here override its keys.",
     ),
-    index_dir: Optional[Path] = typer.Option(None, "--index", help="Index directory (dynrag index)."),
-    method: Optional[str] = typer.Option(None, "--method", help=f"Answering method: {METHODS.choices()} (default single)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index", metavar="DIR", help="Index directory (dynrag index)."),
+    method: Optional[str] = typer.Option(
+        None, "--method", metavar="NAME", help=f"Answering method: {METHODS.choices()} (default single)."
+    ),
     model: Optional[str] = typer.Option(
-        None, "--model",
+        None, "--model", metavar="SPEC",
         help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL; local ones optionally ?kv_reuse=recent|prefix|off",
     ),
-    option: list[str] = typer.Option([], "--option", help="Method option KEY=VALUE (repeatable)."),
+    option: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="Method option (repeatable)."),
     preset: Optional[str] = typer.Option(
-        None, "--preset", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
+        None, "--preset", metavar="NAME", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
     ),
     retriever: Optional[str] = typer.Option(
-        None, "--retriever",
+        None, "--retriever", metavar="NAME",
         help=f"{RETRIEVERS.choices()} over --index (dense parts are built into it on first use). "
         "Default: bm25, or hybrid with --preset balanced|best.",
     ),
     retriever_option: list[str] = typer.Option(
-        [], "--retriever-option", help="Retriever option KEY=VALUE (repeatable), e.g. alpha=0.3 for hybrid."
+        [], "--retriever-option", metavar="KEY=VALUE", help="Retriever option (repeatable), e.g. alpha=0.3 for hybrid."
     ),
-    exemplars: Optional[str] = typer.Option(None, "--exemplars", help="Few-shot exemplar style (dataset name; default: default)."),
-    trace: Optional[Path] = typer.Option(None, "--trace", help="Write the full trace JSON here."),
+    exemplars: Optional[str] = typer.Option(
+        None, "--exemplars", metavar="STYLE", help="Few-shot exemplar style (dataset name; default: default)."
+    ),
+    trace: Optional[Path] = typer.Option(None, "--trace", metavar="FILE", help="Write the full trace JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace JSON instead of the rendering."),
 ) -> None:
-    """Answer one question with a method over an index."""
     with user_errors():
         from dynrag.config import load_run_config
+        from dynrag.lm.loader import check_model_spec
         from dynrag.methods.chain import preset_retriever
         from dynrag.methods.prompting import PromptBuilder
         from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_options
@@ -118,18 +192,27 @@ def ask(
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
+        from dynrag.methods.budget import check_question
+
+        check_question(question.strip())
         flags = dict(index=index_dir, method=method, model=model, retriever=retriever, exemplars=exemplars)
         pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
         run = load_run_config(config, flags, pairs, retriever_option)
         method_name = run.method or "single"
         options = parse_options(method_name, run.options)  # fail before loading anything
+        check_model_spec(run.model)  # a typo fails before an index is opened (or its dense part built)
         builder = PromptBuilder.for_dataset(run.exemplars or "default")
+        if trace is not None:
+            from dynrag.io import check_writable
+
+            check_writable(trace)  # before the work whose trace it is
         if run.index is None and method_name not in NO_RETRIEVAL:
             raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
         if method_name in NO_RETRIEVAL and (run.retriever or run.retriever_options):
             raise DynragError(f"--retriever/--retriever-option: method {method_name!r} does not retrieve")
         searcher = None
         if run.index is not None and method_name not in NO_RETRIEVAL:
+            warn_if_corpus_changed(run.index)
             name = run.retriever or preset_retriever(options)
             searcher_options = given_options(name, run.retriever_options, "--retriever-option")
             searcher = open_retriever(
@@ -138,20 +221,22 @@ def ask(
         lm = _load_lm_with_status(run.model)
         answer = build_method(method_name, lm, searcher, options, builder).answer(question)
         data = answer.to_dict()
+        # The answer is shown first: a disk that fills up meanwhile loses the trace file, not the answer.
+        if as_json:
+            sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+            sys.stdout.flush()
+        else:
+            render_answer(console, answer)
         if trace is not None:
             from dynrag.io import atomic_write_json
 
             atomic_write_json(trace, data)
-        if as_json:
-            sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-        else:
-            render_answer(console, answer)
 
 
 @app.command()
 def demo(
-    model: str = typer.Option("bundled", "--model", help="Model spec."),
-    limit: int = typer.Option(0, "--limit", help="Answer only the first N demo questions (0 = all)."),
+    model: str = typer.Option("bundled", "--model", metavar="SPEC", help="Model spec."),
+    limit: int = typer.Option(0, "--limit", metavar="N", help="Answer only the first N demo questions (0 = all)."),
     full: bool = typer.Option(False, "--full", help="All 30 demo questions, closed book and single, with a summary table."),
 ) -> None:
     """A few demo questions closed book, with one retrieval and with DRAGIN's dynamic retrieval

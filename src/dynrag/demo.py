@@ -52,7 +52,7 @@ def demo_index_dir() -> Path:
 def ensure_demo_index(console: Console) -> BM25Index:
     out = demo_index_dir()
     if not (out / "manifest.json").exists():
-        console.print(f"building the demo index in {out}")
+        console.print(Text(f"building the demo index in {out}"))
         BM25Index.build(read_passages(demo_passages_path()), out, progress=True)
     return BM25Index.load(out, backend="numpy")
 
@@ -76,11 +76,11 @@ def load_model(console: Console, model_spec: str) -> LanguageModel:
     converting = first_use(model_spec)
     what = "dequantising the bundled weights (first use only, cached afterwards)" if converting else "loading"
     started = time.perf_counter()
-    with console.status(f"{what} model {model_spec} ..."):
+    with console.status(Text(f"{what} model {model_spec} ...")):
         lm = load_lm(model_spec)
     seconds = time.perf_counter() - started
     note = f", the first use: dequantised and cached in {cache_root()}; later runs load in a few seconds" if converting else ""
-    console.print(f"model {lm.name} loaded in {seconds:.1f} s{note}")
+    console.print(Text(f"model {lm.name} loaded in {seconds:.1f} s{note}"))
     return lm
 
 
@@ -93,19 +93,20 @@ def run_demo(console: Console, model_spec: str = "bundled", limit: int | None = 
     lm = load_model(console, model_spec)
     builder = PromptBuilder.for_dataset("default")
     methods = {name: build_method(name, lm, index, {}, builder) for name in ("direct", "single")}
-    console.print(
-        f"[bold]dynrag demo[/bold]: {len(questions)} questions over {len(index)} passages "
-        f"(a fictional world the model cannot know), model {lm.name}"
-    )
+    console.print(Text.assemble(
+        ("dynrag demo", "bold"),
+        f": {len(questions)} questions over {len(index)} passages (a fictional world the model cannot know), "
+        f"model {lm.name}",
+    ))
     tally: dict[str, GroupTally] = {}
     started = time.perf_counter()
     for i, q in enumerate(questions, 1):
-        console.print(Rule(f"[{i}/{len(questions)}] {q.id} · {q.hops}"))
+        console.print(Rule(Text(f"[{i}/{len(questions)}] {q.id} · {q.hops}")))
         closed_book = methods["direct"].answer(q.question)
         closed_score = score_answer(closed_book.final_answer, closed_book.text, q.answers)
         mark = "✓" if closed_score.em else "✗"
-        console.print(f"[dim]without retrieval ({closed_book.trace.seconds:.1f} s):[/dim] "
-                      f"{closed_book.final_answer or '(no answer)'} {mark}")
+        console.print(Text.assemble((f"without retrieval ({closed_book.trace.seconds:.1f} s):", "dim"),
+                                    f" {closed_book.final_answer or '(no answer)'} {mark}"))
         grounded = methods["single"].answer(q.question)
         grounded_score = score_answer(grounded.final_answer, grounded.text, q.answers)
         render_answer(console, grounded, gold=q.answers)
@@ -174,7 +175,7 @@ def run_quick_demo(console: Console, model_spec: str = "bundled", limit: int | N
     exact = {name: 0.0 for name in methods}
     retrievals = 0
     for i, q in enumerate(questions, 1):
-        console.print(Rule(f"[{i}/{len(questions)}] {q.id} · {q.hops}"))
+        console.print(Rule(Text(f"[{i}/{len(questions)}] {q.id} · {q.hops}")))
         console.print(Text.assemble(("Q ", "bold cyan"), q.question, ("   gold: " + " / ".join(q.answers), "dim")))
         answers: dict[str, Answer] = {}
         for name, method in methods.items():

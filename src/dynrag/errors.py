@@ -21,3 +21,8 @@ class IndexError_(DynragError):
 
 class ConfigError(DynragError):
     """An unknown or invalid option, model spec or method name."""
+
+
+class FileError(DynragError):
+    """A file or directory could not be read or written (read-only or full disk, no permission,
+    an I/O error); the message names the path and the operating system's reason."""

@@ -5,14 +5,20 @@
   or the new one, never a mix.
 - ``atomic_directory``: build a directory in a temporary sibling ``.NAME.build-PID-XXXX`` and swap it
   into place only when complete (the old one is moved aside first and deleted afterwards); an error
-  removes the half-built directory. Builds left behind by killed processes are removed at the next
-  build of the same name (``remove_stale_builds``).
+  removes the half-built directory. Builds and file writes left behind by killed processes are
+  removed at the next build or write of the same name (``remove_stale_builds``): a temporary is
+  stale when its process is gone, or when no process holds the flock its builder keeps on it
+  (a killed builder's pid may since belong to another process).
 - ``JsonlAppender``: one record per line, each written in a single call, flushed and fsynced before
   ``append`` returns, so a crash loses at most the line being written.
 - ``read_jsonl``: records of a JSONL file; a torn last line (a write cut short) is dropped (and
   with ``repair`` truncated away), any other bad line is a ``DataError`` naming ``file:line``.
 - ``DirectoryLock``: an exclusive OS lock (flock) held for a process's life; a second holder fails
   at once with the first holder's pid.
+
+A filesystem fault (read-only or full disk, no permission, an I/O error) in any of these is a
+``FileError`` naming the path and the OS's reason, which the CLI prints as one line;
+``check_writable`` probes a path before work whose result would be lost if it could not be saved.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from dynrag.errors import DataError, DynragError
+from dynrag.errors import DataError, DynragError, FileError
 
 __all__ = [
     "DirectoryLock",
@@ -39,6 +46,8 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "check_writable",
+    "file_errors",
     "fsync_dir",
     "fsync_tree",
     "json_line",
@@ -53,6 +62,33 @@ def os_error_message(path: str | Path, exc: OSError) -> str:
     """`PATH: reason` for an OSError, e.g. "runs/x: Read-only file system"."""
     reason = exc.strerror or (errno.errorcode.get(exc.errno or 0) if exc.errno else None) or str(exc)
     return f"{path}: {reason}"
+
+
+@contextmanager
+def file_errors(path: str | Path, *, always: bool = False) -> Iterator[None]:
+    """Turn an OSError inside the block into a FileError naming the file it concerns (the one the
+    OS names, else ``path``; ``always``: ``path``, when the OS would name a temporary) and the OS's
+    reason. Other exceptions pass unchanged."""
+    try:
+        yield
+    except FileError:
+        raise
+    except OSError as exc:
+        raise FileError(os_error_message(path if always else exc.filename or path, exc)) from exc
+
+
+def check_writable(path: str | Path) -> None:
+    """Fail now, with a FileError naming the path, when no file can be created at ``path``
+    (a read-only disk, a missing permission, a directory in the way). Creates missing parent
+    directories, as the write itself would; a full disk shows only when the data is written."""
+    path = Path(path)
+    if path.is_dir():
+        raise FileError(f"{path}: is a directory")
+    with file_errors(path, always=True):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
 
 
 # ---- files ------------------------------------------------------------------------------------
@@ -92,14 +128,18 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     it was and removes the temporary file.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with file_errors(path, always=True):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_builds(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_WRITE}-{os.getpid()}-", suffix=".tmp")
+        _hold(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with _build_errors(path, Path(tmp)):
+            with os.fdopen(fd, "wb") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -124,6 +164,10 @@ def atomic_write_json(path: str | Path, data: Any, indent: int | None = 2) -> No
 
 _BUILD = "build"
 _OLD = "old"
+_WRITE = "write"
+# A temporary nobody holds is stale only once it is this old: its builder takes the flock a moment
+# after creating it, and must not lose it in between.
+_UNHELD_GRACE_SECONDS = 30.0
 
 
 def _scratch_pattern(name: str, kind: str) -> re.Pattern[str]:
@@ -142,8 +186,49 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _hold(fd: int) -> None:
+    """Mark a temporary as being written by this process (flock on it, dropped when fd closes)."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass  # no flock here (some network filesystems): the pid alone then tells
+
+
+def _held(entry: Path) -> bool:
+    """Whether some live process holds the flock its builder took on ``entry``."""
+    import fcntl
+
+    try:
+        fd = os.open(entry, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return True  # cannot tell: leave it
+    finally:
+        os.close(fd)
+    return False
+
+
+def _stale(entry: Path, pid: int, locked_kind: bool) -> bool:
+    if not _pid_alive(pid):
+        return True
+    if not locked_kind or _held(entry):
+        return False
+    try:  # alive pid, nobody holds it: a reused pid, unless the builder has only just made it
+        return time.time() - entry.lstat().st_mtime > _UNHELD_GRACE_SECONDS
+    except OSError:
+        return False
+
+
 def remove_stale_builds(out: str | Path) -> list[Path]:
-    """Remove ``.NAME.build-PID-*`` siblings of ``out`` whose process is gone; returns them.
+    """Remove the ``.NAME.build-PID-*`` directories and ``.NAME.write-PID-*.tmp`` files beside
+    ``out`` that no live builder holds (see the module doc); returns them.
 
     A ``.NAME.old-PID-*`` left by a crash between the two renames of a swap holds the previous
     directory: it is put back when ``out`` is missing, else removed.
@@ -153,15 +238,18 @@ def remove_stale_builds(out: str | Path) -> list[Path]:
     removed: list[Path] = []
     if not parent.is_dir():
         return removed
-    build, old = _scratch_pattern(name, _BUILD), _scratch_pattern(name, _OLD)
+    kinds = [(_scratch_pattern(name, kind), kind) for kind in (_BUILD, _OLD, _WRITE)]
     for entry in sorted(parent.iterdir()):
-        for pattern in (build, old):
+        for pattern, kind in kinds:
             match = pattern.match(entry.name)
-            if not match or _pid_alive(int(match.group(1))):
+            if not match or not _stale(entry, int(match.group(1)), locked_kind=kind != _OLD):
                 continue
-            if pattern is old and not out.exists() and (entry / "previous").is_dir():
+            if kind == _OLD and not out.exists() and (entry / "previous").is_dir():
                 os.rename(entry / "previous", out)
-            shutil.rmtree(entry, ignore_errors=True)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
             removed.append(entry)
     return removed
 
@@ -205,19 +293,39 @@ def atomic_directory(out: str | Path, check: Callable[[Path], None] | None = Non
     out = Path(out).absolute()
     if check is not None:
         check(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_builds(out)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{_BUILD}-{os.getpid()}-", dir=out.parent))
+    with file_errors(out, always=True):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_builds(out)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{_BUILD}-{os.getpid()}-", dir=out.parent))
+        held = os.open(tmp, os.O_RDONLY)  # the flock that tells a live build from a stale one
+        _hold(held)
     try:
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result need not be
-        yield tmp
-        fsync_tree(tmp)
-        if check is not None:
-            check(out)
-        swap_directory(tmp, out)
+        # A fault while the build writes is reported against ``out``: the temporary is gone after.
+        with _build_errors(out, tmp):
+            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result need not be
+            yield tmp
+            fsync_tree(tmp)
+            if check is not None:
+                check(out)
+            swap_directory(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        os.close(held)
+
+
+@contextmanager
+def _build_errors(out: Path, tmp: Path) -> Iterator[None]:
+    try:
+        yield
+    except FileError:
+        raise
+    except OSError as exc:
+        name = str(exc.filename or "")
+        inside = name.startswith(str(tmp))
+        where = f" (writing {Path(name).relative_to(tmp)})" if inside and name != str(tmp) else ""
+        raise FileError(os_error_message(out if inside or not name else name, exc) + where) from exc
 
 
 # ---- JSONL ------------------------------------------------------------------------------------
@@ -233,18 +341,25 @@ class JsonlAppender:
 
     def __init__(self, path: str | Path, fsync: bool = True):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fsync = fsync
-        self._f = open(self.path, "ab")
+        with file_errors(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Unbuffered: each record is one write() call, so a fault (a full disk) surfaces in the
+            # append that caused it and tears at most that line.
+            self._f = open(self.path, "ab", buffering=0)
 
     def append(self, record: Any) -> None:
-        self._f.write(json_line(record).encode("utf-8"))  # one write call: a crash tears one line at most
-        self._f.flush()
-        if self._fsync:
-            os.fsync(self._f.fileno())
+        data = json_line(record).encode("utf-8")
+        with file_errors(self.path):
+            written = self._f.write(data)  # one write call: a crash tears one line at most
+            if written is not None and written < len(data):
+                self._f.write(data[written:])  # a short write (signal): finish the line
+            if self._fsync:
+                os.fsync(self._f.fileno())
 
     def close(self) -> None:
-        self._f.close()
+        with file_errors(self.path):
+            self._f.close()
 
     def __enter__(self) -> "JsonlAppender":
         return self
@@ -335,8 +450,9 @@ class DirectoryLock:
     def acquire(self) -> "DirectoryLock":
         import fcntl
 
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        with file_errors(self.directory):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -346,8 +462,11 @@ class DirectoryLock:
                 f"{self.directory}: another process (pid {holder}) is using this {self.what}; "
                 "wait for it to finish or stop it"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        except OSError:
+            pass  # a full disk: the lock holds all the same, only the pid is not recorded
         self._fd = fd
         return self
 

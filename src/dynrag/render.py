@@ -14,6 +14,11 @@ def _shorten(text: str, width: int = 160) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _source(hit_id: str, width: int = 36) -> str:
+    """A passage id to show: long paths keep their end (file name and chunk number)."""
+    return hit_id if len(hit_id) <= width else "…" + hit_id[-(width - 1):]
+
+
 def _shade(value: float, top: float) -> str:
     """Background from white (0) to red (>= top) for a word's trigger score."""
     level = 0.0 if top <= 0 else max(0.0, min(1.0, value / top))
@@ -66,6 +71,13 @@ def narrative_steps(answer: Answer) -> Text | None:
         out.append(d.get("answer", ""), style="bold")
         out.append("\n")
     return out
+def truncation_line(note: dict) -> str:
+    """What a prompt left out to fit the context window, in words."""
+    reason = note.get("reason", "the context window")
+    if note.get("part") == "exemplars":
+        return f"prompt kept {note['kept']} of {note['of']} exemplars to fit the model's {reason}"
+    return (f"passage {note.get('id')!r} cut to {note.get('kept_tokens', 0):,} tokens ({note.get('kept_chars', 0):,} of "
+            f"{note.get('chars', 0):,} characters) to fit the model's {reason}")
 
 
 def render_answer(console: Console, answer: Answer, gold: list[str] | None = None) -> None:
@@ -109,11 +121,16 @@ def render_trace(console: Console, answer: Answer) -> None:
         )
         table = Table(show_header=False, box=None, padding=(0, 1), pad_edge=False)
         table.add_column(justify="right", style="yellow", no_wrap=True)
+        table.add_column(style="cyan", no_wrap=True)
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
         for hit in retrieval.hits:
-            table.add_row(f"{hit.score:6.2f}", hit.title[:28], _shorten(hit.text, 110))
+            # The id says where a hit comes from: for a folder corpus the file's path, and after
+            # --chunk its chunk number (notes/a.md#3); many chunks of a file share its title.
+            table.add_row(f"{hit.score:6.2f}", Text(_source(hit.id)), Text(hit.title[:28]), Text(_shorten(hit.text, 100)))
         console.print(table)
+    for note in trace.truncations:
+        console.print(Text(f"  {truncation_line(note)}", style="yellow"))
     console.print(
         Text(
             f"  {trace.method} · {trace.model} · {len(trace.retrievals)} retrievals · "

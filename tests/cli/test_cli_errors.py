@@ -32,6 +32,7 @@ def assert_one_line_error(result, *needles):
     text = " ".join(lines[start:])  # rich may wrap a long line
     for needle in needles:
         assert needle in text, (needle, result.stderr)
+    return text
 
 
 def test_missing_index(tmp_path):

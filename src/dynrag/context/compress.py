@@ -27,7 +27,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from dynrag.errors import ConfigError
-from dynrag.lm.base import require
+from dynrag.lm.base import clip_to_bytes, context_window, require
 from dynrag.retrieval.base import Hit
 from dynrag.text.sentences import split_sentences
 
@@ -214,6 +214,10 @@ class SelectiveContextCompressor(SentenceCompressor):
 
     def scores(self, question: str, hits: list[Hit], units: list[Unit]) -> Sequence[float]:
         text, starts = context_text(hits)
+        window = context_window(self.lm)
+        if window is not None:
+            # One pass must fit the model's window: sentences past it get no score (+inf: kept).
+            text = clip_to_bytes(text, window - 16)
         _, offsets, logprobs = self.lm.text_logprobs(text)
         spans = [(starts[u.hit] + u.start, starts[u.hit] + u.end) for u in units]
         return mean_self_information(offsets, logprobs, spans)

@@ -1,6 +1,6 @@
 """Corpus records and the streaming readers that produce them."""
 
 from dynrag.corpus.passage import Passage
-from dynrag.corpus.readers import read_passages
+from dynrag.corpus.readers import changed_sources, read_passages, source_stamps
 
-__all__ = ["Passage", "read_passages"]
+__all__ = ["Passage", "changed_sources", "read_passages", "source_stamps"]

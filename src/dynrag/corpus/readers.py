@@ -12,6 +12,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from dynrag.corpus.passage import Passage
@@ -32,22 +33,92 @@ _MD_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILIN
 def read_passages(source: str | Path) -> Iterator[Passage]:
     """Stream the passages of a corpus file or folder, choosing the reader from the path.
 
-    The path is checked here, before the first passage is asked for, so a typo fails at once.
+    The path is checked here, before the first passage is asked for, so a typo fails at once. A
+    source that yields no passage is a DataError naming it and saying why (an empty file, a header
+    only, a folder without .txt/.md files ...).
     """
     path = Path(source)
     if not path.exists():
         raise DataError(str(path), "no such file or directory")
     if path.is_dir():
-        return read_folder(path)
+        return _not_empty(read_folder(path), path, lambda: _why_empty_folder(path))
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        return read_jsonl(path)
+        return _not_empty(read_jsonl(path), path, lambda: _why_empty_file(path, "JSON lines"))
     if suffix == ".tsv":
-        return read_tsv(path)
+        return _not_empty(read_tsv(path), path, lambda: "no passages: the file has a header row and no rows")
     raise DynragError(
         f"{path}: unsupported corpus kind {suffix or '(no suffix)'!r}; supported: "
         + "; ".join(SUPPORTED_KINDS)
     )
+
+
+def _not_empty(passages: Iterator[Passage], path: Path, why) -> Iterator[Passage]:
+    count = 0
+    for passage in passages:
+        count += 1
+        yield passage
+    if count == 0:
+        raise DataError(str(path), f"nothing to index: {why()}")
+
+
+def _why_empty_file(path: Path, what: str) -> str:
+    size = path.stat().st_size
+    return "the file is empty" if size == 0 else f"the file holds only blank lines ({size:,} bytes, no {what})"
+
+
+def _why_empty_folder(root: Path) -> str:
+    if _folder_files(root):
+        return "every .txt/.md file in the folder is empty"
+    found = sorted(e.name for e in root.iterdir() if not e.name.startswith("."))
+    hint = ""
+    if root.suffix.lower() in (".jsonl", ".tsv"):
+        hint = f"; {root.name} is a folder, not a {root.suffix} file: pass the file itself"
+    shown = f" (it holds {', '.join(found[:4])}{', ...' if len(found) > 4 else ''})" if found else " (it is empty)"
+    return f"a folder with no .txt or .md files{shown}{hint}"
+
+
+def source_stamps(source: str | Path) -> dict:
+    """Size and modification time of each file a corpus is read from, for the index manifest:
+    an index can then tell that its corpus changed since it was built (``changed_sources``)."""
+    path = Path(source).absolute()
+    if path.is_dir():
+        files = [(rel, path / rel) for rel in _folder_files(path)]
+        kind = "folder"
+    else:
+        files = [(path.name, path)]
+        kind = "file"
+    stamps = []
+    for name, file in files:
+        st = file.stat()
+        stamps.append({"path": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return {"path": str(path), "kind": kind, "files": stamps}
+
+
+def changed_sources(recorded: dict) -> list[str]:
+    """What differs between a corpus as recorded by ``source_stamps`` and as it is now, in words
+    (e.g. "corpus.jsonl: 1,024 -> 2,048 bytes"); [] when nothing did (or nothing was recorded)."""
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("files"), list) or "path" not in recorded:
+        return []
+    root = Path(recorded["path"])
+    if not root.exists():
+        return [f"{root} no longer exists"]
+    try:
+        now = {f["path"]: f for f in source_stamps(root)["files"]}
+    except OSError as exc:
+        return [f"{root}: cannot be read ({exc.strerror or exc})"]
+    then = {f.get("path"): f for f in recorded["files"] if isinstance(f, dict)}
+    changes = []
+    for name, old in then.items():
+        new = now.get(name)
+        if new is None:
+            changes.append(f"{name} removed")
+        elif new["size"] != old.get("size"):
+            changes.append(f"{name}: {old.get('size', 0):,} -> {new['size']:,} bytes")
+        elif new["mtime_ns"] != old.get("mtime_ns"):
+            changes.append(f"{name} modified")
+    changes += [f"{name} added" for name in now if name not in then]
+    return changes
 
 
 def read_jsonl(path: str | Path) -> Iterator[Passage]:
@@ -57,7 +128,7 @@ def read_jsonl(path: str | Path) -> Iterator[Passage]:
         f = open(path, "rb")
     except OSError as e:
         raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
-    with f:
+    with f, _read_errors(path):
         # Binary lines so that a non-UTF-8 byte is reported with its line, not mid-iteration.
         for lineno, raw in enumerate(f, start=1):
             if not raw.strip():
@@ -69,15 +140,27 @@ def read_jsonl(path: str | Path) -> Iterator[Passage]:
             yield _passage_from_record(record, str(path), lineno)
 
 
+@contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    """A read that fails after the file opened (an I/O error, a file that is not really one) is
+    a DataError naming the file and the OS's reason."""
+    try:
+        yield
+    except OSError as e:
+        raise DataError(str(path), f"cannot read: {e.strerror or e}") from e
+
+
 def read_tsv(path: str | Path) -> Iterator[Passage]:
     """Yield passages from a DPR-style TSV (psgs_w100.tsv) whose header names id, text, title."""
     path = Path(path)
     try:
-        f = open(path, encoding="utf-8", newline="")
+        f = open(path, "rb")
     except OSError as e:
         raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
-    with f:
-        reader = csv.reader(f, delimiter="\t")
+    with f, _read_errors(path):
+        # Lines are decoded one at a time, so a bad byte is reported on its own line (a text-mode
+        # file decodes a block ahead, and csv's line count then names an earlier line).
+        reader = csv.reader(_decoded_lines(f, path), delimiter="\t")
         try:
             header = next(reader, None)
             if header is None:
@@ -103,11 +186,16 @@ def read_tsv(path: str | Path) -> Iterator[Passage]:
                     )
                 title = row[i_title] if i_title is not None else ""
                 yield Passage(id=row[i_id], title=title, text=row[i_text])
-        except UnicodeDecodeError as e:
-            line = reader.line_num + 1  # the row being decoded, not yet counted by csv
-            raise DataError(str(path), f"not UTF-8 text: {e.reason}", line) from e
         except csv.Error as e:
             raise DataError(str(path), f"malformed TSV: {e}", reader.line_num) from e
+
+
+def _decoded_lines(f, path: Path) -> Iterator[str]:
+    for number, raw in enumerate(f, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(str(path), f"not UTF-8 text: {e.reason} at byte {e.start} of the line", number) from e
 
 
 def read_folder(root: str | Path) -> Iterator[Passage]:

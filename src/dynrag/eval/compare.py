@@ -11,10 +11,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dynrag.errors import DataError
+from dynrag.errors import ConfigError, DataError
 from dynrag.eval.boundary import knowledge_boundary
 from dynrag.eval.loaders import dataset_spec
-from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions
+from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions, run_kind, unique_by_id
 from dynrag.eval.summary import summarize
 
 
@@ -22,6 +22,12 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     """A run's summary (recomputed from predictions.jsonl when summary.json is missing)."""
     run_dir = Path(run_dir)
     path = run_dir / SUMMARY_JSON
+    try:
+        kind = run_kind(run_dir)
+    except ConfigError as exc:
+        raise DataError(str(run_dir), "not a run directory") from exc
+    if kind not in ("eval", None):
+        raise DataError(str(run_dir), f"a `dynrag {kind}` directory; compare reads `dynrag eval` runs")
     if path.exists():
         try:
             summary = json.loads(path.read_text(encoding="utf-8"))
@@ -31,7 +37,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         config = read_config(run_dir)
         if config is None:
             raise DataError(str(run_dir), "not a run directory (no config.json or summary.json)")
-        predictions = read_predictions(run_dir)
+        predictions = unique_by_id(read_predictions(run_dir))[0]
         from dynrag.eval.runner import run_scorer
 
         meta = {k: config.get(k) for k in ("method", "model", "dataset")}
@@ -51,7 +57,7 @@ def add_direct_boundaries(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in runs:
         base = directs.get((r.get("dataset"), r.get("data_sha256")))
         if base is not None and base is not r:
-            figures = knowledge_boundary(read_predictions(Path(r["run"])), read_predictions(Path(base["run"])))
+            figures = knowledge_boundary(unique_by_id(read_predictions(Path(r["run"])))[0], unique_by_id(read_predictions(Path(base["run"])))[0])
             if figures["n"]:
                 r = {**r, "knowledge_boundary": {"baseline": base["run"], "baseline_method": "direct", **figures}}
         out.append(r)

@@ -8,9 +8,10 @@ from pathlib import Path
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
 from dynrag.eval.loaders import QAExample
+from dynrag.eval.rundir import CONTEXTS_INDEX
 from dynrag.retrieval.bm25 import BM25Index
 
-CONTEXTS_INDEX = "contexts-index"
+__all__ = ["CONTEXTS_INDEX", "contexts_index", "pool_contexts"]
 
 
 def pool_contexts(examples: Iterable[QAExample]) -> list[Passage]:

@@ -97,6 +97,8 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, int, Any]]:
                 line = f.readline()
             except UnicodeDecodeError as exc:
                 raise DataError(str(path), f"not UTF-8 text ({exc.reason})", line_no + 1) from exc
+            except OSError as exc:
+                raise DataError(str(path), f"cannot read ({exc.strerror or exc})", line_no + 1) from exc
             if not line:
                 return
             line_no += 1

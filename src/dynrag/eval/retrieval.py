@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from dynrag.errors import ConfigError, DynragError
 from dynrag.eval.loaders import QAExample
@@ -148,7 +149,7 @@ def summary_table(summary: dict, ks: list[int]) -> Table:
     opts = ", ".join(f"{k}={v}" for k, v in summary.get("options", {}).items())
     hyde = " + HyDE" if summary.get("query_transform") == "hyde" else ""
     title = f"{summary['retriever']}" + (f" ({opts})" if opts else "") + hyde + f" on {summary['dataset']}"
-    table = Table(title=title)
+    table = Table(title=Text(title))
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_row("n", str(summary["n"]))

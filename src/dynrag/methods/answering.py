@@ -28,6 +28,7 @@ def complete_answer(
     text = answer_so_far
     if not has_complete_answer(text, builder.answer_phrase):
         appended, gen = finish_answer(lm, builder, question, hits, text)
+        trace.note_prompt(gen.prompt)
         trace.steps.append(Step("finish", appended, appended, len(gen)))
         text = text.rstrip() + (" " if text.strip() and not appended.startswith((".", " ")) else "") + appended
         text = text.strip()
@@ -44,7 +45,9 @@ def answer_once(
     max_new_tokens: int,
     started: float,
 ) -> Answer:
-    gen = lm.generate(builder.build(question, hits), max_new_tokens, stop=ANSWER_STOPS)
+    gen = lm.generate(builder.build(question, hits, lm=lm, max_new_tokens=max_new_tokens), max_new_tokens,
+                      stop=ANSWER_STOPS)
+    trace.note_prompt(gen.prompt)
     trace.steps.append(Step("generate", gen.text, gen.text, len(gen)))
     answer = complete_answer(lm, builder, trace, question, hits, gen.text.strip())
     trace.seconds = time.perf_counter() - started

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from pydantic import Field
+
 from dynrag.registry import Options
 from dynrag.retrieval.base import Hit
 
@@ -12,8 +14,8 @@ from dynrag.retrieval.base import Hit
 class MethodOptions(Options):
     """Base for each method's options; unknown keys are errors, values are validated."""
 
-    max_new_tokens: int = 128
-    k: int = 3  # passages per retrieval
+    max_new_tokens: int = Field(128, ge=1)
+    k: int = Field(3, ge=1)  # passages per retrieval: 0 would retrieve and show nothing
 
 
 @dataclass
@@ -61,6 +63,17 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     retrievals: list[Retrieval] = field(default_factory=list)
     seconds: float = 0.0
+    # What prompts left out to fit the model's context window, once per passage (or for the
+    # exemplars) however many prompts repeated the cut: see methods/budget.py.
+    truncations: list[dict[str, Any]] = field(default_factory=list)
+
+    def note_prompt(self, prompt: Any) -> None:
+        """Record what ``prompt`` (a lm.base.Prompt) cut, unless that part was recorded already."""
+        seen = {(n.get("part"), n.get("id")) for n in self.truncations}
+        for note in getattr(prompt, "truncated", None) or ():
+            if (note.get("part"), note.get("id")) not in seen:
+                self.truncations.append(dict(note))
+                seen.add((note.get("part"), note.get("id")))
 
     @property
     def generated_tokens(self) -> int:
@@ -93,6 +106,7 @@ class Answer:
             "waste_ratio": round(t.generated_tokens / t.kept_tokens, 4) if t.kept_tokens else None,
             "seconds": round(t.seconds, 3),
             "steps": [s.to_dict() for s in t.steps],
+            "truncations": [dict(n) for n in t.truncations],
         }
 
 

@@ -9,6 +9,7 @@ from dynrag.errors import DynragError
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.answering import answer_once
 from dynrag.methods.base import Answer, MethodOptions, Trace
+from dynrag.methods.budget import check_question
 from dynrag.methods.prompting import PromptBuilder
 
 
@@ -31,6 +32,8 @@ class Direct:
 
 
 def require_question(question: str) -> str:
+    """The question, stripped; an empty one, or one over the length limit, is an error."""
     if not question or not question.strip():
         raise DynragError("the question is empty; pass a question to answer")
+    check_question(question.strip())
     return question.strip()

@@ -77,10 +77,12 @@ class IterativeMethod(RetrievingMethod):
         )
 
     def generate(self, state: LoopState, max_tokens: int, **kwargs: Any) -> Generation:
-        prompt = self.builder.build(state.question, state.hits or None, state.answer)
+        tokens = max(1, min(max_tokens, self.remaining_tokens(state)))
+        prompt = self.builder.build(state.question, state.hits or None, state.answer, lm=self.lm,
+                                    max_new_tokens=tokens)
+        state.trace.note_prompt(prompt)
         state.steps += 1
-        return self.lm.generate(prompt, max(1, min(max_tokens, self.remaining_tokens(state))),
-                                stop=ANSWER_STOPS, **kwargs)
+        return self.lm.generate(prompt, tokens, stop=ANSWER_STOPS, **kwargs)
 
     def keep(self, state: LoopState, gen: Generation, n_tokens: int | None = None,
              kind: str = "generate", details: dict[str, Any] | None = None) -> str:

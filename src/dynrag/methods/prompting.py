@@ -3,15 +3,29 @@
 Layout (DESIGN §5): instruction and few-shot exemplars, then retrieved documents as [1]..[k], then
 the question, then the answer written so far. Each part is a named prompt segment, so attention can
 be traced back to the question and the answer (DRAGIN's QFS) and away from exemplars and documents.
+Given the model and the tokens it will write, ``build`` keeps the prompt within the model's context
+window (methods/budget.py), recording what it cut in ``Prompt.truncated``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from dynrag.data import Exemplar, load_exemplars
 from dynrag.lm.base import Generation, LanguageModel, Prompt
+from dynrag.methods.budget import (
+    MIN_DOCUMENT_TOKENS,
+    PROMPT_MARGIN,
+    TRUNCATION_MARK,
+    TokenCounter,
+    context_window,
+    fits_without_counting,
+    share_out,
+    too_long,
+    truncate_to_tokens,
+)
 from dynrag.retrieval.base import Hit
 
 # Segment names methods may ask a Generation about.
@@ -29,22 +43,107 @@ class PromptBuilder:
         "Answer the question. Reason step by step in one or two sentences, using the documents when "
         "they help, and end with \"{phrase} <answer>.\""
     )
+    # One token counter per model (a model's counts are cached across the prompts of a question).
+    _counters: dict[int, TokenCounter] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def for_dataset(cls, dataset: str = "default", n_exemplars: int = 6) -> "PromptBuilder":
         phrase, exemplars = load_exemplars(dataset)
         return cls(phrase, exemplars[:n_exemplars])
 
-    def exemplar_text(self) -> str:
+    def exemplar_text(self, exemplars: list[Exemplar] | None = None) -> str:
         lines = [self.instruction.format(phrase=self.answer_phrase), ""]
-        for ex in self.exemplars:
+        for ex in self.exemplars if exemplars is None else exemplars:
             lines.append(f"Question: {ex.question}")
             lines.append(f"Answer: {ex.reasoning} {self.answer_phrase} {ex.answer}.")
             lines.append("")
         return "\n".join(lines) + "\n"
 
-    def build(self, question: str, hits: list[Hit] | None = None, answer_so_far: str = "") -> Prompt:
-        prompt = Prompt().add(EXEMPLARS, self.exemplar_text()).mark_reusable_prefix()
+    def build(
+        self,
+        question: str,
+        hits: list[Hit] | None = None,
+        answer_so_far: str = "",
+        *,
+        lm: LanguageModel | None = None,
+        max_new_tokens: int = 0,
+    ) -> Prompt:
+        """The prompt; with ``lm``, one that leaves ``max_new_tokens`` free in its context window."""
+        prompt = self._assemble(question, hits, answer_so_far, self.exemplars)
+        window = context_window(lm) if lm is not None else None
+        if window is None:
+            return prompt
+        budget = window - max_new_tokens - PROMPT_MARGIN
+        if fits_without_counting(prompt.text, budget):
+            return prompt
+        return self._fit(question, list(hits or []), answer_so_far, lm, window, max_new_tokens)
+
+    def _counter(self, lm: Any) -> TokenCounter:
+        counter = self._counters.get(id(lm))
+        if counter is None or counter.lm is not lm:
+            counter = self._counters[id(lm)] = TokenCounter(lm)
+        return counter
+
+    def _fit(self, question: str, hits: list[Hit], answer_so_far: str, lm: Any, window: int,
+             max_new_tokens: int) -> Prompt:
+        count = self._counter(lm)
+        budget = window - max_new_tokens - PROMPT_MARGIN
+        notes: list[dict[str, Any]] = []
+        exemplars = list(self.exemplars)
+        header = count("Documents:\n\n") if hits else 0
+
+        def fixed_tokens() -> int:
+            return count(self._assemble(question, None, answer_so_far, exemplars).text) + header
+
+        fixed = fixed_tokens()
+        # Exemplars give way before documents are squeezed below a useful size.
+        while exemplars and (fixed > budget or (hits and budget - fixed < MIN_DOCUMENT_TOKENS * len(hits))):
+            exemplars.pop()
+            fixed = fixed_tokens()
+        if fixed > budget:
+            what = "the question" + (" and the answer written so far" if answer_so_far else "") + " alone"
+            raise too_long(what, fixed, window, max_new_tokens, getattr(lm, "name", str(lm)))
+        if len(exemplars) < len(self.exemplars):
+            notes.append({"part": "exemplars", "kept": len(exemplars), "of": len(self.exemplars),
+                          "reason": f"context window of {window} tokens"})
+        if not hits:
+            prompt = self._assemble(question, None, answer_so_far, exemplars)
+            prompt.truncated = notes
+            return prompt
+        room = budget - fixed
+        for _ in range(3):  # counted part by part: correct by the overshoot, if any, and redo
+            kept, cut = self._fit_hits(hits, room, count, window)
+            prompt = self._assemble(question, kept, answer_so_far, exemplars)
+            over = count(prompt.text) - budget
+            if over <= 0:
+                break
+            room -= over + 4
+        prompt.truncated = notes + cut
+        return prompt
+
+    @staticmethod
+    def _fit_hits(hits: list[Hit], room: int, count: TokenCounter, window: int) -> tuple[list[Hit], list[dict]]:
+        lines = [f"[{i}] {format_hit(h)}\n" for i, h in enumerate(hits, 1)]
+        # Exact sizes of the parts short enough to count cheaply; None: longer than any share.
+        sizes = [count(line) if len(line) <= 8 * max(room, 1) else None for line in lines]
+        allowance = share_out(sizes, room)
+        kept, cut = [], []
+        for i, (hit, line, size, allowed) in enumerate(zip(hits, lines, sizes, allowance), 1):
+            if size is not None and size <= allowed:
+                kept.append(hit)
+                continue
+            text = " ".join(hit.text.split())
+            prefix = count(line[: len(line) - len(text) - 1])  # "[i] title: "
+            short, tokens = truncate_to_tokens(text, allowed - prefix - count(TRUNCATION_MARK) - 1, count)
+            kept.append(replace(hit, text=short + TRUNCATION_MARK))
+            cut.append({"part": "document", "rank": i, "id": hit.id, "title": hit.title, "chars": len(hit.text),
+                        "kept_chars": len(short), "kept_tokens": tokens,
+                        "reason": f"context window of {window} tokens"})
+        return kept, cut
+
+    def _assemble(self, question: str, hits: list[Hit] | None, answer_so_far: str,
+                  exemplars: list[Exemplar]) -> Prompt:
+        prompt = Prompt().add(EXEMPLARS, self.exemplar_text(exemplars)).mark_reusable_prefix()
         if hits:
             prompt.add("documents_header", "Documents:\n")
             docs = "".join(f"[{i}] {format_hit(h)}\n" for i, h in enumerate(hits, 1))
@@ -103,5 +202,6 @@ def finish_answer(
     if stem and not stem.endswith((".", "!", "?")):
         stem += "."
     stem = f"{stem} {builder.answer_phrase}".strip()
-    gen = lm.generate(builder.build(question, hits, stem), max_new_tokens, stop=ANSWER_STOPS)
+    prompt = builder.build(question, hits, stem, lm=lm, max_new_tokens=max_new_tokens)
+    gen = lm.generate(prompt, max_new_tokens, stop=ANSWER_STOPS)
     return stem[len(answer_so_far.rstrip()) :] + gen.text, gen

@@ -27,7 +27,7 @@ from dynrag.retrieval.base import Retriever
 METHODS: Registry[Method] = Registry("method")
 for _cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin, DeepRag):
     _doc = _cls.__doc__ or sys.modules[_cls.__module__].__doc__ or ""
-    METHODS.add(_cls.name, _cls, _cls.Options, _doc.strip().split("\n")[0])
+    METHODS.add(_cls.name, _cls, _cls.Options, " ".join(_doc.strip().split("\n\n")[0].split()))  # first paragraph
 
 # Methods that never search; every other method needs a retriever.
 NO_RETRIEVAL = {"direct"}

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from dynrag.errors import ConfigError
-from dynrag.lm.base import require
+from dynrag.lm.base import clip_to_bytes, context_window, require
 from dynrag.rerank.base import passage_text, ranked
 from dynrag.retrieval.base import Hit
 
@@ -63,8 +63,13 @@ class LMPointwiseReranker:
 
     def prompt(self, query: str, hit: Hit) -> str:
         words = passage_text(hit).split()
-        passage = " ".join(words[: self.max_passage_words])
-        return RELEVANCE_PROMPT.format(passage=passage, question=" ".join(query.split()))
+        passage = " ".join(words[: self.max_passage_words])[: self.max_passage_words * 24]  # a "word" may be huge
+        question = " ".join(query.split())
+        window = context_window(self.lm)
+        if window is not None:  # within the model's window, the passage giving way
+            room = window - 16 - len(RELEVANCE_PROMPT.format(passage="", question=question).encode("utf-8"))
+            passage = clip_to_bytes(passage, room)
+        return RELEVANCE_PROMPT.format(passage=passage, question=question)
 
     def score(self, query: str, hit: Hit) -> float:
         logprobs = self.lm.next_token_logprobs(self.prompt(query, hit), self.yes + self.no)

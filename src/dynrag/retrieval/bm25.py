@@ -70,13 +70,14 @@ class BM25Index(StoreBacked):
         count = manifest["passage_count"]
         if backend not in BACKENDS:
             raise DynragError(f"unknown BM25 backend {backend!r}; use auto, numba or numpy")
+        _check_bm25s_params(path)
         store = PassageStore.open(path, count, mmap=mmap)
         try:
             try:
                 retriever = bm25s.BM25.load(path, mmap=mmap, load_corpus=False, show_progress=False, backend=backend)
             except ImportError as e:
                 raise DynragError(f"BM25 backend {backend!r} is not available: {e}") from e
-            except (OSError, ValueError, KeyError, TypeError) as e:
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
                 raise index_error(path, f"bm25s files unreadable ({type(e).__name__}: {e})") from e
             if retriever.scores.get("num_docs") != count:
                 raise index_error(
@@ -134,3 +135,19 @@ class BM25Index(StoreBacked):
     def verify(self) -> None:
         """Re-hash passages.jsonl against the manifest (reads the whole file; load() does not)."""
         self.store.verify(self._manifest["corpus_sha256"])
+
+
+def _check_bm25s_params(path: Path) -> None:
+    """bm25s's params.index.json must be a JSON object (bm25s itself fails on anything else with
+    an AttributeError deep inside). Small: read twice at no cost."""
+    import json
+
+    for name in ("params.index.json",):
+        try:
+            data = json.loads((path / name).read_text(encoding="utf-8"))
+        except FileNotFoundError as e:
+            raise index_error(path, f"{name} missing") from e
+        except (OSError, ValueError) as e:
+            raise index_error(path, f"{name} unreadable ({e})") from e
+        if not isinstance(data, dict):
+            raise index_error(path, f"{name} holds a JSON {type(data).__name__}, expected an object")

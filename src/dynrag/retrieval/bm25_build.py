@@ -14,7 +14,7 @@ document's tokens in memory at once. Files written (besides the passage store, s
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,10 @@ from dynrag.text.chunking import ChunkSpec, chunk_passages, small_chunks_keeping
 
 K1, B, METHOD = 1.5, 0.75, "lucene"
 
+# A passage longer than this (about 2,500 tokens, a third of the bundled model's window) cannot
+# sit in a prompt beside others whole; `dynrag index` warns and suggests --chunk.
+LONG_PASSAGE_CHARS = 10_000
+
 # A batch is tokenised and written in one go. Its size bounds the build's working memory (the
 # corpus size does not), while still amortising the per-call numpy overhead.
 _BATCH_PASSAGES = 1024
@@ -51,6 +55,8 @@ def build_bm25_index(
     progress: bool = True,
     chunk: ChunkSpec | None = None,
     total: int | None = None,
+    add_parts: Callable[[Path], Any] | None = None,
+    sources: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Index a stream of passages into ``out_dir`` and return the manifest written.
 
@@ -59,12 +65,37 @@ def build_bm25_index(
     the score matrix itself (8 bytes a posting). Everything is written to a temporary sibling
     directory that replaces ``out_dir`` only when complete, so an error or crash mid-build leaves
     an existing index untouched. ``chunk`` splits passages on the fly; ``total`` sizes the
-    progress bar when known.
+    progress bar when known. ``add_parts(tmp)`` writes more parts (the dense part) into the
+    finished BM25 index in its temporary directory, so all of them replace ``out_dir`` in one swap.
+    ``sources`` (corpus.source_stamps) goes into the manifest, so a later change of the corpus
+    can be told (store.corpus_changes).
     """
     with atomic_directory(out_dir, check=check_replaceable) as tmp:
-        if chunk is not None and chunk.kind == "small-to-big":
-            return _write_small_to_big(passages, chunk, tmp, progress, total)
-        return _write_index(chunk_passages(passages, chunk), tmp, progress, total, chunk)
+        manifest = write_bm25_index(passages, tmp, progress=progress, chunk=chunk, total=total, sources=sources)
+        if add_parts is not None:
+            add_parts(tmp)
+        return manifest
+
+
+def write_bm25_index(
+    passages: Iterable[Passage],
+    directory: Path,
+    *,
+    progress: bool = True,
+    chunk: ChunkSpec | None = None,
+    total: int | None = None,
+    sources: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write a BM25 index into the empty ``directory`` (not atomically: the temporary directory
+    of ``build_bm25_index``); returns its manifest."""
+    if chunk is not None and chunk.kind == "small-to-big":
+        manifest = _write_small_to_big(passages, chunk, directory, progress, total)
+    else:
+        manifest = _write_index(chunk_passages(passages, chunk), directory, progress, total, chunk)
+    if sources is not None:
+        manifest["sources"] = sources
+        atomic_write_json(directory / "manifest.json", manifest)
+    return manifest
 
 
 def _write_small_to_big(
@@ -85,10 +116,16 @@ def _write_index(
     tokenizer = BM25Tokenizer(None, grow=True)
     runs = PostingRuns(tmp / ".postings")
     store = PassageWriter(tmp)
+    long = {"count": 0, "over_chars": LONG_PASSAGE_CHARS, "longest_id": None, "longest_chars": 0}
     try:
         with progress_bar(total, "Indexing", progress) as bar:
 
             def flush(batch: list[Passage]) -> None:
+                for p in batch:
+                    if len(p.text) > LONG_PASSAGE_CHARS:
+                        long["count"] += 1
+                        if len(p.text) > long["longest_chars"]:
+                            long["longest_id"], long["longest_chars"] = p.id, len(p.text)
                 store.add(batch)
                 flat, lengths = tokenizer.corpus_batch([f"{p.title}\n{p.text}" for p in batch])
                 runs.add(flat, lengths, len(tokenizer.stem_to_id))
@@ -125,6 +162,7 @@ def _write_index(
         "fields": ["title", "text"],
         "bm25": {"method": METHOD, "k1": K1, "b": B},
         "chunk": str(chunk) if chunk is not None else "none",
+        "long_passages": long,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "dynrag_version": dynrag.__version__,
         "bm25s_version": bm25s.__version__,

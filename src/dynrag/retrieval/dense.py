@@ -7,11 +7,14 @@ One index directory can hold both retrievers, so hybrid search needs a single ``
   DIR/dense/manifest.json  format "dynrag-dense", "passages": "parent"
   DIR/dense/vectors.npy    float32 (count, dimension), row i = passage i of DIR/passages.jsonl
 
-``dynrag index SOURCE --out DIR --dense`` builds both; ``DenseIndex.build_alongside(DIR, ...)`` adds
-(or refreshes) the dense part of an existing BM25 index, reading the passages the BM25 index stored,
-so both parts always have the same rows (chunking included) and passages are stored once. The dense
-manifest records the parent's ``corpus_sha256``; a dense part left over from an older corpus is
-refused on load.
+``dynrag index SOURCE --out DIR --dense`` builds both (``build_index``: the BM25 part, then the
+dense part, in one temporary directory swapped into place once, so a crash at any moment leaves
+the old index whole); ``DenseIndex.build_alongside(DIR, ...)`` adds (or refreshes) the dense part
+of an existing BM25 index (atomically: ``DIR/.dense.build-*`` until complete), reading the passages
+the BM25 index stored, so both parts always have the same rows (chunking included) and passages
+are stored once. A dense build announces itself on stderr with the passage count and an ETA
+measured on its first batch, then shows a progress bar. The dense manifest records the parent's
+``corpus_sha256``; a dense part left over from an older corpus is refused on load.
 
 A standalone dense index (``DenseIndex.build(passages, DIR, ...)``) stores its own passages in a
 passage store (store.py: passages.jsonl, offsets.npy, fields.npy; "passages": "self"), written by
@@ -29,7 +32,7 @@ Everything is written into a temporary sibling directory renamed into place when
 
 from __future__ import annotations
 
-import shutil
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,6 +54,7 @@ from dynrag.retrieval.store import (
     check_manifest,
     check_replaceable,
     load_manifest_json,
+    notice,
     progress_bar,
     read_manifest,
 )
@@ -67,6 +71,7 @@ PACKAGED_MODEL_NAME = "all-MiniLM-L6-v2"
 Backend = Literal["auto", "numpy", "faiss"]
 
 _BUILD_BATCH = 1024  # passages embedded per step (the embedder sorts each by length)
+_FIRST_BATCH = 64  # a first, timed batch: the ETA of the announcement
 
 
 class DenseIndex(StoreBacked):
@@ -123,23 +128,13 @@ class DenseIndex(StoreBacked):
         progress: bool = True,
     ) -> dict[str, Any]:
         """Add the dense part (``index_dir/dense``) to a BM25 index directory, replacing any
-        earlier one; its rows are the BM25 index's passages, read back from its files."""
-        from dynrag.retrieval.bm25 import BM25Index
-
+        earlier one only when complete; its rows are the BM25 index's passages, read back from its
+        files."""
         parent = Path(index_dir).absolute()
-        with BM25Index.load(parent, backend="numpy") as bm25:
-            count = len(bm25)
-            rows = (bm25.passage(i) for i in range(count))
-            manifest = _atomic_build(
-                parent / DENSE_SUBDIR,
-                lambda tmp: _write(rows, tmp, embedder, batch_size, progress, count, own_passages=False),
-            )
-            if manifest["corpus_sha256"] != bm25.manifest["corpus_sha256"]:
-                # Passages re-encoded by the same line encoder must hash the same; if not, the
-                # files changed under us. Refuse rather than leave a misaligned part behind.
-                shutil.rmtree(parent / DENSE_SUBDIR, ignore_errors=True)
-                raise _index_error(parent, "passages.jsonl changed while the dense part was built")
-        return manifest
+        return _atomic_build(
+            parent / DENSE_SUBDIR,
+            lambda tmp: write_dense_part(parent, embedder, batch_size=batch_size, progress=progress, target=tmp),
+        )
 
     # ---- loading --------------------------------------------------------------------------
 
@@ -230,6 +225,84 @@ class DenseIndex(StoreBacked):
 # ---- building helpers -------------------------------------------------------------------------
 
 
+def build_index(
+    passages: Iterable[Passage],
+    out_dir: str | Path,
+    *,
+    embedder: Embedder | None = None,
+    chunk: Any = None,
+    batch_size: int = 64,
+    progress: bool = True,
+    total: int | None = None,
+    sources: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A BM25 index of ``passages`` at ``out_dir`` and, with an ``embedder``, its dense part: both
+    written into one temporary directory that replaces ``out_dir`` only when both are complete.
+    Returns (BM25 manifest, dense manifest or None)."""
+    from dynrag.retrieval.bm25_build import build_bm25_index
+
+    dense: list[dict[str, Any]] = []
+    out = Path(out_dir).absolute()
+
+    def add_dense(tmp: Path) -> None:
+        dense.append(write_dense_part(tmp, embedder, batch_size=batch_size, progress=progress,
+                                      shown=out / DENSE_SUBDIR))
+
+    manifest = build_bm25_index(passages, out, progress=progress, chunk=chunk, total=total, sources=sources,
+                                add_parts=add_dense if embedder is not None else None)
+    return manifest, (dense[0] if dense else None)
+
+
+def write_dense_part(
+    index_dir: Path,
+    embedder: Embedder,
+    *,
+    batch_size: int = 64,
+    progress: bool = True,
+    target: Path | None = None,
+    shown: Path | None = None,
+) -> dict[str, Any]:
+    """Embed the passages of the BM25 index in ``index_dir`` into ``target`` (default
+    ``index_dir/dense``, written in place: call it on a directory under construction); returns
+    the dense manifest. ``shown`` is the path the announcement names (the final one)."""
+    index_dir = Path(index_dir)
+    parent = read_manifest(index_dir)
+    count = parent["passage_count"]
+    target = target or index_dir / DENSE_SUBDIR
+    target.mkdir(exist_ok=True)
+    with PassageStore.open(index_dir, count) as store:
+        rows = (store.passage(i) for i in range(count))
+        announce = _announcer(count, embedder.name, shown or index_dir / DENSE_SUBDIR)
+        manifest = _write(rows, target, embedder, batch_size, progress, count, own_passages=False, announce=announce)
+    if manifest["corpus_sha256"] != parent["corpus_sha256"]:
+        # Passages re-encoded by the same line encoder must hash the same; if not, the files
+        # changed under us. Refuse rather than leave a misaligned part behind.
+        raise _index_error(index_dir, "passages.jsonl changed while the dense part was built")
+    return manifest
+
+
+def _announcer(count: int, model: str, shown: Path) -> Any:
+    def announce(rate: float, measured: int) -> None:
+        eta = (count - measured) / rate if rate > 0 else float("inf")
+        notice(
+            f"building the dense part: embedding {count:,} passages with {model} into {shown}, "
+            f"about {duration(eta)} at {rate:,.0f} passages/s (measured on the first {measured}); "
+            "nothing is replaced until it is complete"
+        )
+    return announce
+
+
+def duration(seconds: float) -> str:
+    """A rough human duration: "40 s", "23 min", "1.5 h"."""
+    if seconds != seconds or seconds == float("inf"):
+        return "an unknown time"
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _atomic_build(out: Path, write: Any) -> dict[str, Any]:
     with atomic_directory(out, check=check_replaceable) as tmp:
         return write(tmp)
@@ -244,7 +317,10 @@ def _write(
     total: int | None,
     *,
     own_passages: bool,
+    announce: Any = None,
 ) -> dict[str, Any]:
+    """``announce(passages_per_second, measured)``, when given, is called once after a small
+    first batch, timed, so the build can say how long it will take before it takes it."""
     dim = embedder.dimension
     store = PassageWriter(tmp if own_passages else None)
     with open(tmp / VECTORS, "wb") as vec_out, progress_bar(total, "Embedding", progress) as bar:
@@ -260,11 +336,16 @@ def _write(
 
         try:
             batch: list[Passage] = []
+            size = _FIRST_BATCH if announce is not None else _BUILD_BATCH
             for p in passages:
                 batch.append(p)
-                if len(batch) == _BUILD_BATCH:
+                if len(batch) == size:
+                    started = time.perf_counter()
                     flush(batch)
-                    batch = []
+                    if announce is not None:
+                        announce(len(batch) / max(time.perf_counter() - started, 1e-9), len(batch))
+                        announce = None
+                    batch, size = [], _BUILD_BATCH
             if batch:
                 flush(batch)
         finally:

@@ -55,6 +55,14 @@ def index_error(path: Path, what: str, rebuild: str = REBUILD) -> IndexError_:
     return IndexError_(f"{path}: {what}; {rebuild.format(path=path)}")
 
 
+def notice(message: str) -> None:
+    """One line on stderr about long work about to happen (shown with or without progress bars;
+    a bar being drawn is moved below it)."""
+    from tqdm import tqdm
+
+    tqdm.write(message, file=sys.stderr)
+
+
 def progress_bar(total: int | None, desc: str, enabled: bool) -> Any:
     """The ingest progress bar (rate and ETA) every index build shows on stderr."""
     from tqdm import tqdm
@@ -103,6 +111,27 @@ def read_manifest(index_dir: str | Path) -> dict[str, Any]:
     return check_manifest(manifest, path, format=INDEX_FORMAT, version=INDEX_FORMAT_VERSION, count_key="passage_count")
 
 
+def corpus_changes(index_dir: str | Path) -> str | None:
+    """A warning when the corpus an index was built from has changed since (size or modification
+    time of a source file, files added or removed), else None; for indexes that recorded their
+    sources (``dynrag index`` does)."""
+    from dynrag.corpus import changed_sources
+
+    try:
+        manifest = read_manifest(index_dir)
+    except IndexError_:
+        return None  # the command's own load says what is wrong
+    sources = manifest.get("sources")
+    changes = changed_sources(sources) if sources else []
+    if not changes:
+        return None
+    shown = "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
+    return (
+        f"{index_dir} was built from {sources['path']}, which has changed since ({shown}); answers use the "
+        f"passages as they were: rebuild with `dynrag index {sources['path']} --out {index_dir}`"
+    )
+
+
 def check_replaceable(out: Path) -> None:
     """Refuse to replace a directory that is not (the remains of) an index: --out may be a typo."""
     if not out.exists():
@@ -140,10 +169,15 @@ def encode_line(p: Passage) -> tuple[bytes, int, int]:
         return line.encode("ascii"), title_at, text_at
 
 
+class DuplicatePassageId(DynragError):
+    """Two passages of one corpus share an id (ids name passages in hits, traces and support)."""
+
+
 class PassageWriter:
     """Streams passages into ``directory``'s store a batch at a time; memory holds one batch plus
-    12 bytes a passage. With ``directory=None`` the lines are only counted and hashed (a dense part
-    checking it has the rows of its parent's store)."""
+    20 bytes a passage. With ``directory=None`` the lines are only counted and hashed (a dense part
+    checking it has the rows of its parent's store). ``finish`` refuses a corpus in which two
+    passages share an id."""
 
     def __init__(self, directory: Path | None):
         self.directory = directory
@@ -152,9 +186,12 @@ class PassageWriter:
         self._position = 0
         self._offsets: list[np.ndarray] = []
         self._fields: list[np.ndarray] = []
+        self._id_hashes: list[np.ndarray] = []  # 8 bytes a passage: duplicates are found at the end
         self._out = open(directory / PASSAGES, "wb") if directory is not None else None
 
     def add(self, batch: Sequence[Passage]) -> None:
+        if self._out is not None:
+            self._id_hashes.append(np.fromiter((hash(p.id) for p in batch), np.int64, len(batch)))
         encoded = [encode_line(p) for p in batch]
         lines = [e[0] for e in encoded]
         blob = b"".join(lines)
@@ -187,6 +224,30 @@ class PassageWriter:
         np.save(self.directory / FIELDS, np.concatenate(self._fields), allow_pickle=False)
         self._offsets.clear()
         self._fields.clear()
+        self._check_unique_ids(offsets)
+
+    def _check_unique_ids(self, offsets: np.ndarray) -> None:
+        hashes = np.concatenate(self._id_hashes)
+        self._id_hashes.clear()
+        order = np.argsort(hashes, kind="stable")
+        ordered = hashes[order]
+        same = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if not same.size:
+            return
+        with open(self.directory / PASSAGES, "rb") as f:  # type: ignore[operator]
+
+            def passage_id(row: int) -> str:
+                f.seek(int(offsets[row]))
+                return json.loads(f.read(int(offsets[row + 1] - offsets[row])))["id"]
+
+            for j in same[:1000].tolist():  # equal hashes of different ids are possible, if rare
+                first, second = sorted((int(order[j]), int(order[j + 1])))
+                if passage_id(first) == passage_id(second):
+                    raise DuplicatePassageId(
+                        f"duplicate passage id {passage_id(first)!r}: passages {first + 1:,} and {second + 1:,} "
+                        "of the corpus both have it; ids name passages in hits, traces and supporting-passage "
+                        "matching, so each needs its own"
+                    )
 
     def close(self) -> None:
         if self._out is not None:
