@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -47,11 +47,24 @@ class RunConfig(Options):
     skip_bad: bool = False
     baseline: Path | None = None
     out: Path | None = None
+    # eval: how to run (not part of a run's identity; config.yaml does not record them)
+    workers: int | Literal["auto"] | None = None  # None: auto
+    dask: str | None = None  # a Dask scheduler address, e.g. tcp://HOST:8786
     # eval-retrieval
     k: list[int] = Field(default_factory=lambda: [3, 10])
     hyde: bool = False
     hyde_cache: Path | None = None
     hyde_max_new_tokens: int = Field(64, ge=1)
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: Any) -> Any:
+        if value is None or value == "auto":
+            return value
+        number = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            raise ValueError("expected a number of worker processes >= 1, or auto")
+        return number
 
     @field_validator("k", mode="before")
     @classmethod
@@ -200,4 +213,5 @@ def eval_request(config: RunConfig) -> Any:
         limit=config.limit, model=config.model, options=dict(config.options), exemplars=config.exemplars,
         aliases=config.aliases, skip_bad=config.skip_bad, baseline=config.baseline, retriever=config.retriever,
         retriever_options=dict(config.retriever_options),
+        workers=config.workers if config.workers is not None else "auto", dask=config.dask,
     )

@@ -51,6 +51,15 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             None, "--baseline", help="A `direct` run of the same questions: adds knowledge-boundary figures."
         ),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+        workers: Optional[str] = typer.Option(
+            None, "--workers",
+            help="Local worker processes answering questions, each with its own model: N or auto (the default: "
+            "one per core for an in-process model on the CPU). Not part of the run's identity: resume with any value.",
+        ),
+        dask: Optional[str] = typer.Option(
+            None, "--dask", help="Answer on a Dask cluster: its scheduler's address, e.g. tcp://HOST:8786 "
+            "(workers need the index on a shared path, or a search-server retriever).",
+        ),
     ) -> None:
         """Evaluate a method on a benchmark file into a resumable run directory."""
         with user_errors():
@@ -59,7 +68,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.eval.rundir import SUMMARY_MD
 
             flags = dict(dataset=dataset, data=data, method=method, out=out, corpus=corpus, limit=limit, model=model,
-                         exemplars=exemplars, aliases=aliases, skip_bad=skip_bad, baseline=baseline, retriever=retriever)
+                         exemplars=exemplars, aliases=aliases, skip_bad=skip_bad, baseline=baseline, retriever=retriever,
+                         workers=workers, dask=dask)
             pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
             req = eval_request(load_run_config(config, flags, pairs, retriever_option))
             err = Console(stderr=True)

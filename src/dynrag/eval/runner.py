@@ -8,8 +8,6 @@ recomputed from predictions.jsonl at the end of every run.
 from __future__ import annotations
 
 import hashlib
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dynrag.errors import ConfigError, DataError
 from dynrag.io import atomic_write_json, atomic_write_text
 from dynrag.eval.boundary import knowledge_boundary
+from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, make_executor
 from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases
 from dynrag.eval.steps import check_corpus, corpus_index, load_questions
 from dynrag.eval.rundir import (
@@ -38,8 +37,6 @@ from dynrag.retrieval.base import Retriever
 
 RUN_FORMAT = "dynrag-run/1"
 
-# (resolved config, retriever or None) -> a ready Method; the default loads the model once.
-MethodFactory = Callable[[dict[str, Any], Retriever | None], Method]
 
 
 @dataclass
@@ -61,6 +58,9 @@ class EvalRequest:
     retriever: str | None = None  # a RETRIEVERS name; None: the chain preset's, else bm25
     # raw KEY=VALUE strings (from the command line) or a mapping of values (from a config file)
     retriever_options: list[str] | dict[str, Any] = field(default_factory=list)
+    # How to run, not what: neither is part of config.json, so a run may resume with other values.
+    workers: int | str = 1  # local worker processes, or "auto" (see execution.auto_workers)
+    dask: str | None = None  # a Dask scheduler address: answer on that cluster instead
 
 
 def file_sha256(path: Path) -> str:
@@ -205,27 +205,21 @@ def run_eval(
         console.print(f"resuming {out}: {len(done)} of {len(examples)} questions already answered")
 
     if todo:
-        retriever = None
+        index_dir = None
         if config["corpus"]:
             index_dir = corpus_index(config["corpus"], out, examples, console, progress)
-            retriever = _open_retriever(config, index_dir, out, progress)
-        console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer")
-        method = (method_factory or default_method_factory)(config, retriever)
-        _answer_all(method, todo, done, out, spec.yes_no, console, progress, len(examples))
+        job = WorkerJob(config, str(index_dir) if index_dir else None, str(out),
+                        method_factory or default_method_factory)
+        executor = make_executor(job, workers=req.workers, dask=req.dask, todo=len(todo), progress=progress)
+        console.print(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"
+                      f" ({executor.description})")
+        _answer_all(executor, todo, done, out, spec.yes_no, console, progress, len(examples))
 
     return write_summary(out, config, examples, report, baseline=req.baseline)
 
 
-def _open_retriever(config: dict[str, Any], index_dir: Path, out: Path, progress: bool) -> Retriever:
-    from dynrag.retrieval.factory import open_retriever, with_numpy_bm25
-
-    name = config["retriever"]
-    options = with_numpy_bm25(name, config["retriever_options"])
-    return open_retriever(name, index_dir, options, work_dir=out, progress=progress)
-
-
 def _answer_all(
-    method: Method,
+    executor: Executor,
     todo: list[QAExample],
     done: list[dict[str, Any]],
     out: Path,
@@ -234,7 +228,11 @@ def _answer_all(
     progress: bool,
     total: int,
 ) -> None:
+    """Answer ``todo`` with ``executor``; this loop alone appends to predictions.jsonl, one fsynced
+    line per question as each finishes (in finishing order), so each is written exactly once."""
     records = list(done)
+    by_id = {ex.id: ex for ex in todo}
+    written: set[str] = set()
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -245,10 +243,11 @@ def _answer_all(
     )
     with PredictionWriter(out) as writer, Progress(*columns, console=console, disable=not progress) as bar:
         task = bar.add_task("eval", total=total, completed=len(done), stats=_stats(records))
-        for ex in todo:
-            started = time.perf_counter()
-            answer = method.answer(ex.question)
-            record = make_record(ex, answer.to_dict(), time.perf_counter() - started, yes_no)
+        for outcome in executor.answers([(ex.id, ex.question) for ex in todo]):
+            if outcome.id in written or outcome.id not in by_id:
+                continue  # a question answered twice (a retried worker's late reply): keep the first
+            written.add(outcome.id)
+            record = make_record(by_id[outcome.id], outcome.answer, outcome.seconds, yes_no)
             writer.append(record)
             records.append(record)
             bar.update(task, advance=1, stats=_stats(records))
