@@ -51,32 +51,73 @@ def _load_lm_with_status(spec: str):
 @app.command()
 def index(
     source: Path = typer.Argument(..., help="JSONL {id,title,text}, DPR-style TSV, or a folder of .txt/.md"),
-    out: Path = typer.Option(..., "--out", help="Index directory to write (replaced atomically)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Index directory to write (replaced atomically); --engine bm25."),
     chunk: str = typer.Option("none", "--chunk", help="none | tokens:SIZE:OVERLAP | sentences:N:OVERLAP | small-to-big:SMALL:LARGE:OVERLAP"),
     dense: bool = typer.Option(False, "--dense/--no-dense", help="Also embed the passages into OUT/dense (dense and hybrid search)."),
     embedding_model: Optional[Path] = typer.Option(None, "--embedding-model", help="Sentence-embedding model directory (default: packaged all-MiniLM-L6-v2)."),
+    engine: str = typer.Option("bm25", "--engine", help="bm25 (a local bm25s index in --out) | opensearch (an index on a server)."),
+    url: str = typer.Option("http://127.0.0.1:9200", "--url", help="--engine opensearch: the server (http or https)."),
+    name: str = typer.Option("dynrag", "--name", help="--engine opensearch: the index name."),
+    k1: float = typer.Option(1.2, "--k1", help="--engine opensearch: BM25 k1 (Lucene's default)."),
+    b: float = typer.Option(0.75, "--b", help="--engine opensearch: BM25 b (Lucene's default)."),
+    batch_size: int = typer.Option(500, "--batch-size", help="--engine opensearch: passages per bulk request."),
+    shards: int = typer.Option(1, "--shards", help="--engine opensearch: primary shards of a new index."),
+    replicas: int = typer.Option(0, "--replicas", help="--engine opensearch: replicas of a new index."),
+    replace: bool = typer.Option(False, "--replace", help="--engine opensearch: delete an existing index of that name first."),
 ) -> None:
-    """Build a BM25 index from a corpus (with --dense, its dense part too)."""
+    """Build a BM25 index from a corpus: a local one (with --dense, its dense part too) or, with
+    --engine opensearch, an OpenSearch index (resumable: run the same command again after a crash)."""
     with user_errors():
         from dynrag.corpus import read_passages
-        from dynrag.retrieval.bm25 import BM25Index
+        from dynrag.corpus.readers import count_records
         from dynrag.text.chunking import parse_chunk_spec
 
         spec = parse_chunk_spec(chunk)
+        if engine not in ("bm25", "opensearch"):
+            raise DynragError(f"unknown --engine {engine!r}; choose one of: bm25, opensearch")
         if embedding_model is not None and not dense:
             raise DynragError("--embedding-model applies to the dense part: add --dense")
+        passages = read_passages(source)  # checks the path now
+        total = count_records(source) if spec.kind == "none" else None
+        if engine == "opensearch":
+            _index_opensearch(source, passages, spec, dense, out, url, name, k1, b, batch_size, shards, replicas,
+                              replace, total)
+            return
+        if out is None:
+            raise DynragError("--out DIR is required for --engine bm25")
         embedder = None
         if dense:  # load the model first: a bad --embedding-model fails before the BM25 build
             from dynrag.retrieval.embedder import Embedder
 
             embedder = Embedder.load(embedding_model)
-        manifest = BM25Index.build(read_passages(source), out, progress=True, chunk=spec)
+        from dynrag.retrieval.bm25 import BM25Index
+
+        manifest = BM25Index.build(passages, out, progress=True, chunk=spec, total=total)
         console.print(f"indexed {manifest['passage_count']} passages into {out}")
         if embedder is not None:
             from dynrag.retrieval.dense import DenseIndex
 
             dm = DenseIndex.build_alongside(out, embedder, progress=True)
             console.print(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}")
+
+
+def _index_opensearch(source, passages, spec, dense, out, url, name, k1, b, batch_size, shards, replicas,
+                      replace, total) -> None:
+    from dynrag.retrieval.opensearch_ingest import build_opensearch_index, source_identity
+    from dynrag.text.chunking import chunk_passages
+
+    if out is not None or dense:
+        raise DynragError("--out and --dense apply to --engine bm25; an OpenSearch index lives on the server (--url, --name)")
+    if spec.kind == "small-to-big":
+        raise DynragError("--chunk small-to-big needs --engine bm25 (the large chunks live beside a local index)")
+    meta = build_opensearch_index(
+        chunk_passages(passages, spec), url, name, k1=k1, b=b, batch_size=batch_size, shards=shards,
+        replicas=replicas, replace=replace, total=total, progress=True,
+        source={**source_identity(source), "chunk": str(spec)},
+        say=lambda line: err_console.print(line),
+    )
+    console.print(f"indexed {meta['passage_count']:,} passages into OpenSearch index {name!r} at {url} "
+                  f"(BM25 k1={meta['k1']}, b={meta['b']}, english analyzer)")
 
 
 @app.command()
@@ -111,7 +152,7 @@ def ask(
         from dynrag.methods.prompting import PromptBuilder
         from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_options
         from dynrag.render import render_answer
-        from dynrag.retrieval.factory import given_options, open_retriever, with_numpy_bm25
+        from dynrag.retrieval.factory import given_options, needs_index, open_retriever, with_numpy_bm25
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
@@ -121,16 +162,16 @@ def ask(
         method_name = run.method or "single"
         options = parse_options(method_name, run.options)  # fail before loading anything
         builder = PromptBuilder.for_dataset(run.exemplars or "default")
-        if run.index is None and method_name not in NO_RETRIEVAL:
-            raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
         if method_name in NO_RETRIEVAL and (run.retriever or run.retriever_options):
             raise DynragError(f"--retriever/--retriever-option: method {method_name!r} does not retrieve")
         searcher = None
-        if run.index is not None and method_name not in NO_RETRIEVAL:
-            name = run.retriever or preset_retriever(options)
+        name = run.retriever or preset_retriever(options)
+        if run.index is None and method_name not in NO_RETRIEVAL and needs_index(name):
+            raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
+        if method_name not in NO_RETRIEVAL and (run.index is not None or not needs_index(name)):
             searcher_options = given_options(name, run.retriever_options, "--retriever-option")
             searcher = open_retriever(
-                name, run.index, with_numpy_bm25(name, searcher_options), work_dir=run.index, progress=True
+                name, run.index, with_numpy_bm25(name, searcher_options), work_dir=run.index or Path("."), progress=True
             )
         lm = _load_lm_with_status(run.model)
         answer = build_method(method_name, lm, searcher, options, builder).answer(question)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.registry import Options, parse_pairs
+from dynrag.registry import Options, parse_pairs, split_csv_pairs
 
 CONFIG_YAML = "config.yaml"
 
@@ -126,6 +126,8 @@ def load_run_config(
     for key, value in flags.items():
         if value is not None:
             values[key], origin[key] = value, FLAGS.get(key, key)
+    # --retriever-option url=...,index=... : several pairs in one flag
+    retriever_pairs = split_csv_pairs(retriever_pairs)
     for key, pairs, flag in (("options", option_pairs, option_flag), ("retriever_options", retriever_pairs, retriever_flag)):
         given = parse_pairs(pairs, flag)
         nested = values.get(key) or {}

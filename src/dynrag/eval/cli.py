@@ -123,7 +123,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             )
             from dynrag.eval.steps import check_corpus, corpus_index, load_questions
             from dynrag.retrieval.base import close_retriever
-            from dynrag.retrieval.factory import given_options, open_retriever
+            from dynrag.retrieval.factory import given_options, needs_index, open_retriever
 
             if hyde is not True and (hyde_cache is not None or model is not None):
                 raise ConfigError("--hyde-cache and --model apply to HyDE: add --hyde")
@@ -132,14 +132,19 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                          hyde_max_new_tokens=hyde_max_new_tokens)
             run = load_run_config(config, flags, retriever_pairs=option, retriever_flag="--option")
             require(run, "dataset", "data", "out")
-            dataset, data, out, corpus, ks = run.dataset, run.data, run.out, run.corpus or "contexts", run.k
             retriever = run.retriever or "bm25"
             options = given_options(retriever, run.retriever_options)
-            check_corpus(corpus)  # a bad --corpus fails before the questions are read
+            server = not needs_index(retriever)  # the server's index is the corpus
+            if server and run.corpus:
+                raise ConfigError(f"--corpus: retriever {retriever!r} searches its server's index; drop --corpus")
+            dataset, data, out, ks = run.dataset, run.data, run.out, run.k
+            corpus = None if server else run.corpus or "contexts"
+            if corpus is not None:
+                check_corpus(corpus)  # a bad --corpus fails before the questions are read
             err = Console(stderr=True)
             show = progress and err.is_terminal
             examples, _ = load_questions(dataset, data, err, skip_bad=run.skip_bad, limit=run.limit)
-            index_dir = corpus_index(corpus, out, examples, err, show)
+            index_dir = corpus_index(corpus, out, examples, err, show) if corpus is not None else None
             passages = None
             if run.hyde:
                 from dynrag.lm import load_lm
@@ -163,8 +168,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 "options": options,
                 "dataset": dataset,
                 "data": str(Path(data).resolve()),
-                "corpus": corpus if corpus == "contexts" else str(index_dir.resolve()),
-                "index": str(index_dir.resolve()),
+                "corpus": corpus if corpus in ("contexts", None) else str(index_dir.resolve()),
+                "index": str(index_dir.resolve()) if index_dir is not None else None,
                 "k": ks,
                 "query_transform": "hyde" if passages else "none",
             }

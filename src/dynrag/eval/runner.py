@@ -112,15 +112,22 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         given = req.retriever_options
         values = dict(given) if isinstance(given, dict) else parse_pairs(given, "--retriever-option")
         retriever_options = given_options(retriever, values, "--retriever-option")
-        if not req.corpus:
-            raise ConfigError(f"method {req.method!r} retrieves: pass --corpus contexts or --corpus INDEX_DIR")
-        index_dir = check_corpus(req.corpus)
-        corpus = "contexts"
-        if index_dir is not None:
-            from dynrag.retrieval.store import read_manifest
+        from dynrag.retrieval.factory import needs_index
 
-            corpus = str(index_dir.resolve())
-            corpus_sha = read_manifest(corpus)["corpus_sha256"]
+        if not needs_index(retriever):
+            if req.corpus:  # the server's index is the corpus
+                raise ConfigError(f"--corpus: retriever {retriever!r} searches its server's index; drop --corpus")
+            corpus_sha = server_corpus_sha256(retriever, retriever_options)
+        elif not req.corpus:
+            raise ConfigError(f"method {req.method!r} retrieves: pass --corpus contexts or --corpus INDEX_DIR")
+        else:
+            index_dir = check_corpus(req.corpus)
+            corpus = "contexts"
+            if index_dir is not None:
+                from dynrag.retrieval.store import read_manifest
+
+                corpus = str(index_dir.resolve())
+                corpus_sha = read_manifest(corpus)["corpus_sha256"]
     data = Path(req.data).resolve()
     if not data.is_file():
         raise DataError(str(req.data), "no such file")
@@ -141,6 +148,19 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         "limit": req.limit,
         "exemplars": exemplars,
     }
+
+
+def server_corpus_sha256(name: str, options: dict[str, Any]) -> str | None:
+    """The corpus checksum a search server's index records (so a resumed run notices a rebuilt
+    index); opening it also fails early, in one line, on a wrong URL or a missing index."""
+    from dynrag.retrieval.base import close_retriever
+    from dynrag.retrieval.factory import open_retriever
+
+    retriever = open_retriever(name, None, options, work_dir=Path("."), progress=False)
+    try:
+        return (getattr(retriever, "meta", None) or {}).get("corpus_sha256")
+    finally:
+        close_retriever(retriever)
 
 
 def run_yaml(config: dict[str, Any], req: EvalRequest) -> dict[str, Any]:
