@@ -332,8 +332,8 @@ def main() -> None:
     parts = set(args.parts.split(","))
     sizes = [int(s) for s in args.sizes.split(",")]
     bm25_rows = bench_bm25(args, sizes) if "bm25" in parts else []
-    dense = bench_dense(args, [int(s) for s in args.dense_sizes.split(",")]) if "dense" in parts else None
     os_row = bench_opensearch(args, args.opensearch_size) if "opensearch" in parts else None
+    dense = bench_dense(args, [int(s) for s in args.dense_sizes.split(",")]) if "dense" in parts else None
     text = report(args, bm25_rows, dense, os_row, load_start)
     raw = {"bm25": bm25_rows, "dense": dense, "opensearch": os_row}
     (Path(args.scratch) / "bench_scale.json").write_text(json.dumps(raw, indent=1))

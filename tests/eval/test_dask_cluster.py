@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
-import time
 
 import pytest
 
@@ -19,7 +16,7 @@ from dynrag.eval.execution import WorkerJob
 from dynrag.eval.rundir import read_predictions
 from dynrag.eval.runner import EvalRequest, run_eval
 from tests.eval import fixtures as fx
-from tests.eval.test_execution import answers_for, ids_once, started
+from tests.eval.test_execution import answers_for, ids_once, killer_of_one_in_flight, started
 from tests.fakes import FakeMethodFactory
 
 distributed = pytest.importorskip("distributed")
@@ -67,23 +64,8 @@ def test_a_worker_killed_mid_run_loses_no_question_and_duplicates_none(cluster, 
     rows = fx.qa_rows(10)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
     log = tmp_path / "started.log"
-    killed = []
-
-    def kill_one_in_flight():
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            log_rows = started(log)
-            if len(log_rows) >= 3:
-                done = {p["question"] for p in read_predictions(tmp_path / "run")}
-                in_flight = [r for r in reversed(log_rows) if r[1] not in done]
-                if in_flight:
-                    os.kill(in_flight[0][0], signal.SIGKILL)
-                    killed.append(in_flight[0])
-                    return
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_one_in_flight)
-    killer.start()
+    killed: list = []
+    killer = killer_of_one_in_flight(log, tmp_path / "run", killed)
     summary = run_eval(request(tmp_path, data, cluster.scheduler_address),
                        method_factory=FakeMethodFactory(answers_for(rows), sleep=0.4, log=str(log)), progress=False)
     killer.join()

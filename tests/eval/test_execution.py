@@ -39,6 +39,28 @@ def started(log: Path) -> list[tuple[int, str]]:
     return [(int(pid), q) for pid, q in (line.split("\t", 1) for line in log.read_text().splitlines())]
 
 
+def killer_of_one_in_flight(log: Path, run_dir: Path, killed: list, after: int = 3) -> threading.Thread:
+    """A started thread that, once ``after`` questions have started, SIGKILLs the worker process of
+    the latest question not yet in predictions.jsonl (one in flight) and records (pid, question)."""
+
+    def kill():
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            log_rows = started(log)
+            if len(log_rows) >= after:
+                done = {p["question"] for p in read_predictions(run_dir)}
+                in_flight = [r for r in reversed(log_rows) if r[1] not in done]
+                if in_flight:
+                    os.kill(in_flight[0][0], signal.SIGKILL)
+                    killed.append(in_flight[0])
+                    return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=kill)
+    thread.start()
+    return thread
+
+
 def ids_once(run_dir, rows):
     ids = [p["id"] for p in read_predictions(run_dir)]
     assert sorted(ids) == sorted(r["id"] for r in rows) and len(ids) == len(set(ids))
@@ -66,22 +88,7 @@ def test_a_worker_killed_mid_question_is_replaced_and_its_question_asked_again(t
     log = tmp_path / "started.log"
     factory = FakeMethodFactory(answers_for(rows), sleep=0.4, log=str(log))
     killed: list[tuple[int, str]] = []
-
-    def kill_one_in_flight():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            log_rows = started(log)
-            done = {p["question"] for p in read_predictions(tmp_path / "run")} if (tmp_path / "run").exists() else set()
-            if len(log_rows) >= 3:
-                pid, question = next((r for r in reversed(log_rows) if r[1] not in done), (None, None))
-                if pid is not None:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append((pid, question))
-                    return
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_one_in_flight)
-    killer.start()
+    killer = killer_of_one_in_flight(log, tmp_path / "run", killed)
     summary = run_eval(request(tmp_path, data, workers=2), method_factory=factory, progress=False)
     killer.join()
     assert killed, "no worker was killed"
