@@ -45,3 +45,15 @@ def packaged_embedder_loaded_once():
 def embedder():
     """The real packaged all-MiniLM-L6-v2 sentence embedder."""
     return Embedder.load()
+
+
+@pytest.fixture(scope="session")
+def opensearch_url():
+    """A real OpenSearch-compatible server (osmem-server, a static binary from its PyPI wheel) on a
+    free loopback port for the test session; it exits with the test process."""
+    from osmem_server import OsmemServer
+
+    server = OsmemServer.start(japanese=False, addr="127.0.0.1:0")
+    assert server.url.startswith("http://127.0.0.1:")
+    yield server.url
+    server.close()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import time
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -60,12 +63,16 @@ class FakeMethod:
 
     name: ClassVar[str] = "fake"
 
-    def __init__(self, retriever=None, answers: dict[str, str] | None = None, sleep: float = 0.0, k: int = 3):
-        self.retriever, self.answers, self.sleep, self.k = retriever, answers or {}, sleep, k
+    def __init__(self, retriever=None, answers: dict[str, str] | None = None, sleep: float = 0.0, k: int = 3,
+                 log: str | None = None):
+        self.retriever, self.answers, self.sleep, self.k, self.log = retriever, answers or {}, sleep, k, log
         self.calls: list[str] = []
 
     def answer(self, question: str) -> Answer:
         self.calls.append(question)
+        if self.log:  # one short O_APPEND write per line: lines from several processes never mix
+            with open(self.log, "a", encoding="utf-8") as f:
+                f.write(f"{os.getpid()}\t{question}\n")
         if self.sleep:
             time.sleep(self.sleep)
         trace = Trace(question, self.name, "fake-lm", {})
@@ -87,3 +94,33 @@ def method_factory(answers: dict[str, str] | None = None, sleep: float = 0.0, bu
         return method
 
     return make
+
+
+@dataclass(frozen=True)
+class FakeMethodFactory:
+    """A picklable runner method_factory, for worker processes (local or Dask) that rebuild the
+    method themselves: FakeMethods answering from ``answers``, sleeping ``sleep`` s a question and,
+    with ``log``, appending "PID<TAB>question" to that file as each question starts. ``die_on``:
+    a question whose worker process kills itself (SIGKILL) every time; ``fail_on``: one that raises."""
+
+    answers: dict[str, str] | None = None
+    sleep: float = 0.0
+    log: str | None = None
+    die_on: str | None = None
+    fail_on: str | None = None
+
+    def __call__(self, config: dict[str, Any], retriever):
+        method = FakeMethod(retriever, self.answers, self.sleep, log=self.log)
+        if self.die_on is None and self.fail_on is None:
+            return method
+        real = method.answer
+
+        def answer(question: str) -> Answer:
+            if question == self.die_on:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if question == self.fail_on:
+                raise ValueError(f"cannot answer {question!r}")
+            return real(question)
+
+        method.answer = answer  # type: ignore[method-assign]
+        return method

@@ -60,3 +60,5 @@ def test_parse_pairs() -> None:
     with pytest.raises(ConfigError, match=r"--option 'oops': expected KEY=VALUE"):
         parse_pairs(["oops"])
     assert split_csv_pairs(["a=1,b=2", "c=3"]) == ["a=1", "b=2", "c=3"]
+    assert split_csv_pairs(["url=http://h:9200,index=psgs", "ks=3,10,x=1"]) == [
+        "url=http://h:9200", "index=psgs", "ks=3,10", "x=1"]

@@ -95,22 +95,43 @@ def _load_lm_with_status(spec: str):
 @app.command()
 def index(
     source: Path = typer.Argument(..., metavar="SOURCE", help="JSONL {id,title,text}, DPR-style TSV, or a folder of .txt/.md"),
-    out: Path = typer.Option(..., "--out", metavar="DIR", help="Index directory to write (replaced atomically)."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Index directory to write (replaced atomically); --engine bm25."),
     chunk: str = typer.Option("none", "--chunk", metavar="SPEC", help="none | tokens:SIZE:OVERLAP | sentences:N:OVERLAP | small-to-big:SMALL:LARGE:OVERLAP"),
     dense: bool = typer.Option(False, "--dense/--no-dense", help="Also embed the passages into OUT/dense (dense and hybrid search)."),
     embedding_model: Optional[Path] = typer.Option(None, "--embedding-model", metavar="DIR", help="Sentence-embedding model directory (default: packaged all-MiniLM-L6-v2)."),
+    engine: str = typer.Option("bm25", "--engine", metavar="NAME", help="bm25 (a local bm25s index in --out) | opensearch (an index on a server)."),
+    url: str = typer.Option("http://127.0.0.1:9200", "--url", metavar="URL", help="--engine opensearch: the server (http or https)."),
+    name: str = typer.Option("dynrag", "--name", metavar="NAME", help="--engine opensearch: the index name."),
+    k1: float = typer.Option(1.2, "--k1", metavar="FLOAT", help="--engine opensearch: BM25 k1 (Lucene's default)."),
+    b: float = typer.Option(0.75, "--b", metavar="FLOAT", help="--engine opensearch: BM25 b (Lucene's default)."),
+    batch_size: int = typer.Option(500, "--batch-size", metavar="N", help="--engine opensearch: passages per bulk request."),
+    shards: int = typer.Option(1, "--shards", metavar="N", help="--engine opensearch: primary shards of a new index."),
+    replicas: int = typer.Option(0, "--replicas", metavar="N", help="--engine opensearch: replicas of a new index."),
+    replace: bool = typer.Option(False, "--replace", help="--engine opensearch: delete an existing index of that name first."),
 ) -> None:
-    """Build a BM25 index from a corpus (with --dense, its dense part too)."""
+    """Build a BM25 index from a corpus: a local one (with --dense, its dense part too) or, with
+    --engine opensearch, an OpenSearch index (resumable: run the same command again after a crash)."""
     with user_errors():
         from dynrag.corpus import read_passages, source_stamps
+        from dynrag.corpus.readers import count_records
         from dynrag.errors import DataError
         from dynrag.retrieval.dense import build_index
         from dynrag.retrieval.store import DuplicatePassageId
         from dynrag.text.chunking import parse_chunk_spec
 
         spec = parse_chunk_spec(chunk)
+        if engine not in ("bm25", "opensearch"):
+            raise DynragError(f"unknown --engine {engine!r}; choose one of: bm25, opensearch")
         if embedding_model is not None and not dense:
             raise DynragError("--embedding-model applies to the dense part: add --dense")
+        passages = read_passages(source)  # checks the path now
+        total = count_records(source) if spec.kind == "none" else None
+        if engine == "opensearch":
+            _index_opensearch(source, passages, spec, dense, out, url, name, k1, b, batch_size, shards, replicas,
+                              replace, total)
+            return
+        if out is None:
+            raise DynragError("--out DIR is required for --engine bm25")
         embedder = None
         if dense:  # load the model first: a bad --embedding-model fails before the BM25 build
             from dynrag.retrieval.embedder import Embedder
@@ -118,10 +139,9 @@ def index(
             embedder = Embedder.load(embedding_model)
         # BM25 and dense parts are built in one temporary directory that replaces OUT only when
         # both are complete: an interrupted build (kill -9 while embedding too) keeps the old index.
-        passages = read_passages(source)  # checks the path
         stamps = source_stamps(source)  # before reading: an edit during the build shows next time
         try:
-            manifest, dm = build_index(passages, out, embedder=embedder, chunk=spec, progress=True, sources=stamps)
+            manifest, dm = build_index(passages, out, embedder=embedder, chunk=spec, progress=True, total=total, sources=stamps)
         except DuplicatePassageId as exc:
             raise DataError(str(source), str(exc) + (f" (ids after --chunk {spec})" if spec.kind != "none" else "")) from exc
         console.print(Text(f"indexed {manifest['passage_count']} passages into {out}"), soft_wrap=True)
@@ -135,6 +155,25 @@ def index(
             ))
         if dm is not None:
             console.print(Text(f"embedded {dm['count']} passages ({dm['embedding_model']}, {dm['dimension']}-d) into {out / 'dense'}"), soft_wrap=True)
+
+
+def _index_opensearch(source, passages, spec, dense, out, url, name, k1, b, batch_size, shards, replicas,
+                      replace, total) -> None:
+    from dynrag.retrieval.opensearch_ingest import build_opensearch_index, source_identity
+    from dynrag.text.chunking import chunk_passages
+
+    if out is not None or dense:
+        raise DynragError("--out and --dense apply to --engine bm25; an OpenSearch index lives on the server (--url, --name)")
+    if spec.kind == "small-to-big":
+        raise DynragError("--chunk small-to-big needs --engine bm25 (the large chunks live beside a local index)")
+    meta = build_opensearch_index(
+        chunk_passages(passages, spec), url, name, k1=k1, b=b, batch_size=batch_size, shards=shards,
+        replicas=replicas, replace=replace, total=total, progress=True,
+        source={**source_identity(source), "chunk": str(spec)},
+        say=lambda line: err_console.print(Text(line), soft_wrap=True),
+    )
+    console.print(Text(f"indexed {meta['passage_count']:,} passages into OpenSearch index {name!r} at {url} "
+                       f"(BM25 k1={meta['k1']}, b={meta['b']}, english analyzer)"), soft_wrap=True)
 
 
 def _ask_help() -> str:
@@ -188,7 +227,7 @@ def ask(
         from dynrag.methods.prompting import PromptBuilder
         from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_options
         from dynrag.render import render_answer
-        from dynrag.retrieval.factory import given_options, open_retriever, with_numpy_bm25
+        from dynrag.retrieval.factory import given_options, needs_index, open_retriever, with_numpy_bm25
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
@@ -206,17 +245,18 @@ def ask(
             from dynrag.io import check_writable
 
             check_writable(trace)  # before the work whose trace it is
-        if run.index is None and method_name not in NO_RETRIEVAL:
-            raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
         if method_name in NO_RETRIEVAL and (run.retriever or run.retriever_options):
             raise DynragError(f"--retriever/--retriever-option: method {method_name!r} does not retrieve")
         searcher = None
-        if run.index is not None and method_name not in NO_RETRIEVAL:
-            warn_if_corpus_changed(run.index)
-            name = run.retriever or preset_retriever(options)
+        name = run.retriever or preset_retriever(options)
+        if run.index is None and method_name not in NO_RETRIEVAL and needs_index(name):
+            raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
+        if method_name not in NO_RETRIEVAL and (run.index is not None or not needs_index(name)):
+            if run.index is not None:
+                warn_if_corpus_changed(run.index)
             searcher_options = given_options(name, run.retriever_options, "--retriever-option")
             searcher = open_retriever(
-                name, run.index, with_numpy_bm25(name, searcher_options), work_dir=run.index, progress=True
+                name, run.index, with_numpy_bm25(name, searcher_options), work_dir=run.index or Path("."), progress=True
             )
         lm = _load_lm_with_status(run.model)
         answer = build_method(method_name, lm, searcher, options, builder).answer(question)

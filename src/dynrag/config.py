@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.registry import Options, parse_pairs
+from dynrag.registry import Options, parse_pairs, split_csv_pairs
 
 CONFIG_YAML = "config.yaml"
 
@@ -48,11 +48,24 @@ class RunConfig(Options):
     baseline: Path | None = None
     out: Path | None = None
     scorer: str = "squad"  # eval: how answers are scored (dynrag.eval.metrics.SCORERS)
+    # eval: how to run (not part of a run's identity; config.yaml does not record them)
+    workers: int | Literal["auto"] | None = None  # None: auto
+    dask: str | None = None  # a Dask scheduler address, e.g. tcp://HOST:8786
     # eval-retrieval
     k: list[int] = Field(default_factory=lambda: [3, 10])
     hyde: bool = False
     hyde_cache: Path | None = None
     hyde_max_new_tokens: int = Field(64, ge=1)
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: Any) -> Any:
+        if value is None or value == "auto":
+            return value
+        number = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            raise ValueError("expected a number of worker processes >= 1, or auto")
+        return number
 
     @field_validator("k", mode="before")
     @classmethod
@@ -114,6 +127,8 @@ def load_run_config(
     for key, value in flags.items():
         if value is not None:
             values[key], origin[key] = value, FLAGS.get(key, key)
+    # --retriever-option url=...,index=... : several pairs in one flag
+    retriever_pairs = split_csv_pairs(retriever_pairs)
     for key, pairs, flag in (("options", option_pairs, option_flag), ("retriever_options", retriever_pairs, retriever_flag)):
         given = parse_pairs(pairs, flag)
         nested = values.get(key) or {}
@@ -201,4 +216,5 @@ def eval_request(config: RunConfig) -> Any:
         limit=config.limit, model=config.model, options=dict(config.options), exemplars=config.exemplars,
         aliases=config.aliases, skip_bad=config.skip_bad, baseline=config.baseline, retriever=config.retriever,
         retriever_options=dict(config.retriever_options), scorer=config.scorer,
+        workers=config.workers if config.workers is not None else "auto", dask=config.dask,
     )

@@ -141,8 +141,12 @@ def parse_pairs(pairs: Iterable[str], flag: str = "--option") -> dict[str, str]:
 
 
 def split_csv_pairs(values: Sequence[str]) -> list[str]:
-    """``["a=1,b=2", "c=3"]`` -> ``["a=1", "b=2", "c=3"]``: several pairs in one flag."""
+    """``["a=1,b=2", "c=3"]`` -> ``["a=1", "b=2", "c=3"]``: several pairs in one flag. A comma
+    splits only where a ``KEY=`` follows it, so a value may hold commas (``ks=3,10,x=1`` ->
+    ``["ks=3,10", "x=1"]``)."""
+    import re
+
     out: list[str] = []
     for value in values:
-        out.extend(part for part in (p.strip() for p in value.split(",")) if part)
+        out.extend(part for part in (p.strip() for p in re.split(r",(?=\s*[A-Za-z_][\w-]*=)", value)) if part)
     return out

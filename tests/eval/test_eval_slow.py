@@ -22,7 +22,7 @@ def test_eval_single_with_bundled_model_over_pooled_contexts(tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == "bundled:smollm2" and config["method"] == "single"
     preds = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
-    assert [p["id"] for p in preds] == ["q0", "q1", "q2"]
+    assert sorted(p["id"] for p in preds) == ["q0", "q1", "q2"]  # --workers auto: in the order they finish
     for p in preds:
         assert p["retrievals"] == 1 and p["generated_tokens"] > 0 and p["prediction"]
         assert p["support_found"] == p["support"]  # the question names its mill: BM25 finds it

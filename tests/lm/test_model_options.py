@@ -38,7 +38,8 @@ def test_a_model_directory_loads_with_its_options(tmp_path):
     assert load_lm(f"hf:{tmp_path}").kv_reuse == "recent"
 
 
-def test_an_eval_run_keeps_the_model_options_of_its_spec():
+def test_an_eval_run_keeps_the_model_options_of_its_spec(tmp_path):
     resolved = resolve_model("bundled?kv_reuse=prefix")
     assert resolved.startswith("bundled:") and resolved.endswith("?kv_reuse=prefix")
-    assert resolve_model("hf:/m?kv_reuse=off") == "hf:/m?kv_reuse=off"
+    (tmp_path / "config.json").write_text("{}")  # the spec is checked before a run is written
+    assert resolve_model(f"hf:{tmp_path}?kv_reuse=off") == f"hf:{tmp_path}?kv_reuse=off"

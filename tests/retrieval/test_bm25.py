@@ -116,9 +116,13 @@ def test_manifest_and_files(index, index_dir):
     index.verify()
 
 
-def test_tokens_and_scores_match_bm25s(tmp_path, monkeypatch):
-    # The index computes bm25s's score matrix itself, batch by batch; it must equal bm25s's own.
+@pytest.mark.parametrize("group, block", [(1024, 1 << 22), (2, 5)])  # one block; many blocks of few terms
+def test_tokens_and_scores_match_bm25s(tmp_path, monkeypatch, group, block):
+    # The index computes bm25s's score matrix itself, batch by batch, and writes it to disk a block
+    # of terms at a time; it must equal bm25s's own, files included.
     monkeypatch.setattr(bm25_build, "_BATCH_PASSAGES", 7)  # several batches and posting runs
+    monkeypatch.setattr(bm25_build, "_GROUP", group)
+    monkeypatch.setattr(bm25_build, "_BLOCK_POSTINGS", block)
     extra = [
         Passage(str(i), f"T{i}", f"Word{i % 3} repeated repeated, A. b c's_x {i}-{i} naïve café")
         for i in range(30)
@@ -141,6 +145,9 @@ def test_tokens_and_scores_match_bm25s(tmp_path, monkeypatch):
     np.testing.assert_array_equal(scores["indptr"], raw.scores["indptr"])
     np.testing.assert_array_equal(scores["indices"], raw.scores["indices"])
     np.testing.assert_allclose(scores["data"], raw.scores["data"], rtol=1e-6, atol=0)
+    raw.save(tmp_path / "raw")
+    for name in ("vocab.index.json", "params.index.json"):
+        assert json.loads((tmp_path / "idx" / name).read_text()) == json.loads((tmp_path / "raw" / name).read_text())
 
     queries = ["repeated word1", "capital city", "café naïve", "c's_x"]
     qids = tok.tokenize(queries, update_vocab=False, return_as="ids", show_progress=False)

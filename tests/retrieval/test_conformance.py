@@ -1,4 +1,5 @@
-"""One contract, every retriever: bm25, dense, hybrid, small-to-big and milvus on the same corpus.
+"""One contract, every retriever: bm25, dense, hybrid, small-to-big, milvus and opensearch (a real
+osmem-server) on the same corpus.
 
 A new retriever joins by adding one fixture case below; it must then clamp k, return nothing for a
 blank query, give the same hits one query at a time as in a batch, return hits that are the
@@ -20,10 +21,10 @@ from tests.retrieval.conftest import CORPUS
 
 BY_ID = {p.id: p for p in CORPUS}
 QUERIES = ["capital of Germany", "Canadian rock band drummer", "Zürich lake Switzerland", "honey bees"]
-KINDS = ["bm25", "dense", "hybrid", "small-to-big", "milvus"]
+KINDS = ["bm25", "dense", "hybrid", "small-to-big", "milvus", "opensearch"]
 
 
-def open_kind(kind: str, tmp_path) -> Retriever:
+def open_kind(kind: str, tmp_path, request) -> Retriever:
     embedder = HashEmbedder()
     out = tmp_path / kind
     if kind == "small-to-big":  # every passage fits one large chunk: its parents are the passages
@@ -34,6 +35,12 @@ def open_kind(kind: str, tmp_path) -> Retriever:
         from dynrag.retrieval.milvus import MilvusRetriever
 
         return MilvusRetriever.build(CORPUS, str(tmp_path / "m.db"), "conformance", embedder, progress=False)
+    if kind == "opensearch":
+        from dynrag.retrieval.opensearch_ingest import build_opensearch_index
+
+        url = request.getfixturevalue("opensearch_url")
+        build_opensearch_index(CORPUS, url, "conformance", progress=False, replace=True)
+        return open_retriever("opensearch", None, {"url": url, "index": "conformance"}, work_dir=tmp_path)
     BM25Index.build(CORPUS, out, progress=False)
     if kind == "bm25":
         return BM25Index.load(out, backend="numpy")
@@ -46,7 +53,7 @@ def open_kind(kind: str, tmp_path) -> Retriever:
 
 @pytest.fixture(scope="module", params=KINDS)
 def retriever(request, tmp_path_factory):
-    r = open_kind(request.param, tmp_path_factory.mktemp(request.param))
+    r = open_kind(request.param, tmp_path_factory.mktemp(request.param), request)
     yield r
     close_retriever(r)
 

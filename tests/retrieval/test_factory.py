@@ -6,7 +6,9 @@ import pytest
 
 from dynrag.errors import ConfigError
 from dynrag.methods.chain import ChainOptions, preset_retriever
-from dynrag.retrieval.factory import RETRIEVERS, open_retriever, option_help, parse_retriever_options, with_numpy_bm25
+from dynrag.retrieval.factory import (
+    RETRIEVERS, needs_index, open_retriever, option_help, parse_retriever_options, with_numpy_bm25,
+)
 from dynrag.retrieval.hybrid import DEFAULT_ALPHA
 
 
@@ -36,12 +38,13 @@ def test_parse_options_types_values_and_keeps_only_those_given():
 
 
 def test_the_registry_lists_every_retriever_with_typed_options():
-    assert RETRIEVERS.names() == ["bm25", "dense", "hybrid", "milvus"]
+    assert RETRIEVERS.names() == ["bm25", "dense", "hybrid", "milvus", "opensearch"]
     assert RETRIEVERS.parse_options("hybrid", {}).alpha == DEFAULT_ALPHA == 0.3
     help_text = option_help()
     assert "hybrid: " in help_text and "alpha (0.3)" in help_text and "milvus: " in help_text
     with pytest.raises(ConfigError, match="retriever 'bm25' searches an index directory"):
         open_retriever("bm25", None, {}, work_dir=Path("."))
+    assert [name for name in RETRIEVERS.names() if not needs_index(name)] == ["opensearch"]  # a search server
 
 
 def test_preset_retriever_default():

@@ -119,6 +119,25 @@ def changed_sources(recorded: dict) -> list[str]:
             changes.append(f"{name} modified")
     changes += [f"{name} added" for name in now if name not in then]
     return changes
+def count_records(source: str | Path) -> int | None:
+    """The number of passages a JSONL or TSV corpus holds, by counting lines (no parsing: a few
+    seconds a GB), for a progress bar's ETA; None for a folder or another kind."""
+    path = Path(source)
+    suffix = path.suffix.lower()
+    if not path.is_file() or suffix not in (".jsonl", ".tsv"):
+        return None
+    lines = 0
+    last = b"\n"
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
+    with f, _read_errors(path):
+        for block in iter(lambda: f.read(1 << 22), b""):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    lines += last != b"\n"
+    return max(lines - (suffix == ".tsv"), 0)
 
 
 def read_jsonl(path: str | Path) -> Iterator[Passage]:

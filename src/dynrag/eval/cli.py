@@ -58,6 +58,15 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         concurrency: int = typer.Option(
             1, "--concurrency", metavar="N", help="Questions in flight at once, for a model behind an HTTP server (--model openai:...)."
         ),
+        workers: Optional[str] = typer.Option(
+            None, "--workers", metavar="N|auto",
+            help="Local worker processes answering questions, each with its own model: N or auto (the default: "
+            "one per core for an in-process model on the CPU). Not part of the run's identity: resume with any value.",
+        ),
+        dask: Optional[str] = typer.Option(
+            None, "--dask", metavar="ADDRESS", help="Answer on a Dask cluster: its scheduler's address, e.g. tcp://HOST:8786 "
+            "(workers need the index on a shared path, or a search-server retriever).",
+        ),
     ) -> None:
         """Evaluate a method on a benchmark file into a resumable run directory."""
         with user_errors():
@@ -67,7 +76,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
             flags = dict(dataset=dataset, data=data, method=method, out=out, corpus=corpus, limit=limit, model=model,
                          exemplars=exemplars, aliases=aliases, skip_bad=skip_bad, baseline=baseline, retriever=retriever,
-                         scorer=scorer)
+                         scorer=scorer, workers=workers, dask=dask)
             pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
             req = eval_request(load_run_config(config, flags, pairs, retriever_option))
             req.concurrency = concurrency
@@ -125,7 +134,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.io import atomic_write_json
             from dynrag.lm.loader import check_model_spec
             from dynrag.retrieval.base import close_retriever
-            from dynrag.retrieval.factory import given_options, open_retriever
+            from dynrag.retrieval.factory import given_options, needs_index, open_retriever
 
             if hyde is not True and (hyde_cache is not None or model is not None):
                 raise ConfigError("--hyde-cache and --model apply to HyDE: add --hyde")
@@ -134,10 +143,15 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                          hyde_max_new_tokens=hyde_max_new_tokens)
             run = load_run_config(config, flags, retriever_pairs=option, retriever_flag="--option")
             require(run, "dataset", "data", "out")
-            dataset, data, out, corpus, ks = run.dataset, run.data, run.out, run.corpus or "contexts", run.k
             retriever = run.retriever or "bm25"
             options = given_options(retriever, run.retriever_options)
-            check_corpus(corpus)  # a bad --corpus fails before the questions are read
+            server = not needs_index(retriever)  # the server's index is the corpus
+            if server and run.corpus:
+                raise ConfigError(f"--corpus: retriever {retriever!r} searches its server's index; drop --corpus")
+            dataset, data, out, ks = run.dataset, run.data, run.out, run.k
+            corpus = None if server else run.corpus or "contexts"
+            if corpus is not None:
+                check_corpus(corpus)  # a bad --corpus fails before the questions are read
             check_run_dir(out, "eval-retrieval")
             if run.hyde:
                 check_model_spec(run.model)
@@ -151,7 +165,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                     "dataset": dataset, "data": str(Path(data).resolve()), "corpus": corpus, "k": ks,
                     "limit": run.limit, "hyde": run.hyde,
                 })
-                index_dir = corpus_index(corpus, out, examples, err, show)
+                index_dir = corpus_index(corpus, out, examples, err, show) if corpus is not None else None
                 passages = None
                 if run.hyde:
                     from dynrag.lm import load_lm
@@ -175,8 +189,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                     "options": options,
                     "dataset": dataset,
                     "data": str(Path(data).resolve()),
-                    "corpus": corpus if corpus == "contexts" else str(index_dir.resolve()),
-                    "index": str(index_dir.resolve()),
+                    "corpus": corpus if corpus in ("contexts", None) else str(index_dir.resolve()),
+                    "index": str(index_dir.resolve()) if index_dir is not None else None,
                     "k": ks,
                     "query_transform": "hyde" if passages else "none",
                 }

@@ -8,9 +8,6 @@ recomputed from predictions.jsonl at the end of every run.
 from __future__ import annotations
 
 import hashlib
-import itertools
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dynrag.errors import ConfigError, DataError
 from dynrag.io import atomic_write_json, atomic_write_text
 from dynrag.eval.boundary import knowledge_boundary
+from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, make_executor
 from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases
 from dynrag.eval.metrics import Scorer, open_scorer
 from dynrag.eval.steps import check_corpus, corpus_index, load_questions
@@ -47,8 +45,6 @@ from dynrag.retrieval.base import Retriever
 
 RUN_FORMAT = EVAL_RUN_FORMAT
 
-# (resolved config, retriever or None) -> a ready Method; the default loads the model once.
-MethodFactory = Callable[[dict[str, Any], Retriever | None], Method]
 
 
 @dataclass
@@ -71,9 +67,10 @@ class EvalRequest:
     # raw KEY=VALUE strings (from the command line) or a mapping of values (from a config file)
     retriever_options: list[str] | dict[str, Any] = field(default_factory=list)
     scorer: str = "squad"  # how answers are scored (dynrag.eval.metrics.SCORERS)
-    # Questions in flight at once (a model behind an HTTP server only). Not part of config.json:
-    # it changes how fast answers come, not what they are, so a run may resume with another value.
-    concurrency: int = 1
+    # How to run, not what: none is part of config.json, so a run may resume with other values.
+    workers: int | str = 1  # local worker processes, or "auto" (see execution.auto_workers)
+    dask: str | None = None  # a Dask scheduler address: answer on that cluster instead
+    concurrency: int = 1  # questions in flight on threads sharing one model behind an HTTP server
 
 
 def file_sha256(path: Path, shown: Path | None = None) -> str:
@@ -136,15 +133,22 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         given = req.retriever_options
         values = dict(given) if isinstance(given, dict) else parse_pairs(given, "--retriever-option")
         retriever_options = given_options(retriever, values, "--retriever-option")
-        if not req.corpus:
-            raise ConfigError(f"method {req.method!r} retrieves: pass --corpus contexts or --corpus INDEX_DIR")
-        index_dir = check_corpus(req.corpus)
-        corpus = "contexts"
-        if index_dir is not None:
-            from dynrag.retrieval.store import read_manifest
+        from dynrag.retrieval.factory import needs_index
 
-            corpus = str(index_dir.resolve())
-            corpus_sha = read_manifest(corpus)["corpus_sha256"]
+        if not needs_index(retriever):
+            if req.corpus:  # the server's index is the corpus
+                raise ConfigError(f"--corpus: retriever {retriever!r} searches its server's index; drop --corpus")
+            corpus_sha = server_corpus_sha256(retriever, retriever_options)
+        elif not req.corpus:
+            raise ConfigError(f"method {req.method!r} retrieves: pass --corpus contexts or --corpus INDEX_DIR")
+        else:
+            index_dir = check_corpus(req.corpus)
+            corpus = "contexts"
+            if index_dir is not None:
+                from dynrag.retrieval.store import read_manifest
+
+                corpus = str(index_dir.resolve())
+                corpus_sha = read_manifest(corpus)["corpus_sha256"]
     data = Path(req.data).resolve()
     if data.is_dir():
         raise DataError(str(req.data), f"is a directory; --data takes the benchmark file itself ({spec.name})")
@@ -168,6 +172,19 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
         "exemplars": exemplars,
         "scorer": req.scorer,
     }
+
+
+def server_corpus_sha256(name: str, options: dict[str, Any]) -> str | None:
+    """The corpus checksum a search server's index records (so a resumed run notices a rebuilt
+    index); opening it also fails early, in one line, on a wrong URL or a missing index."""
+    from dynrag.retrieval.base import close_retriever
+    from dynrag.retrieval.factory import open_retriever
+
+    retriever = open_retriever(name, None, options, work_dir=Path("."), progress=False)
+    try:
+        return (getattr(retriever, "meta", None) or {}).get("corpus_sha256")
+    finally:
+        close_retriever(retriever)
 
 
 def run_yaml(config: dict[str, Any], req: EvalRequest) -> dict[str, Any]:
@@ -245,13 +262,16 @@ def run_eval(
             console.print(Text(f"resuming {out}: {len(done)} of {len(examples)} questions already answered"), soft_wrap=True)
 
         if todo:
-            retriever = None
+            index_dir = None
             if config["corpus"]:
                 index_dir = corpus_index(config["corpus"], out, examples, console, progress)
-                retriever = _open_retriever(config, index_dir, out, progress)
-            console.print(Text(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"), soft_wrap=True)
-            method = (method_factory or default_method_factory)(config, retriever)
-            _answer_all(method, todo, done, out, run_scorer(config), console, progress, len(examples), req.concurrency)
+            job = WorkerJob(config, str(index_dir) if index_dir else None, str(out),
+                            method_factory or default_method_factory)
+            executor = make_executor(job, workers=req.workers, dask=req.dask, concurrency=req.concurrency,
+                                     todo=len(todo), progress=progress)
+            console.print(Text(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"
+                               f" ({executor.description})"), soft_wrap=True)
+            _answer_all(executor, todo, done, out, run_scorer(config), console, progress, len(examples))
 
         return write_summary(out, config, examples, report, baseline=req.baseline)
 
@@ -280,16 +300,8 @@ def check_concurrency(concurrency: int, model: str, custom_method: bool = False)
         )
 
 
-def _open_retriever(config: dict[str, Any], index_dir: Path, out: Path, progress: bool) -> Retriever:
-    from dynrag.retrieval.factory import open_retriever, with_numpy_bm25
-
-    name = config["retriever"]
-    options = with_numpy_bm25(name, config["retriever_options"])
-    return open_retriever(name, index_dir, options, work_dir=out, progress=progress)
-
-
 def _answer_all(
-    method: Method,
+    executor: Executor,
     todo: list[QAExample],
     done: list[dict[str, Any]],
     out: Path,
@@ -297,11 +309,12 @@ def _answer_all(
     console: Console,
     progress: bool,
     total: int,
-    concurrency: int = 1,
 ) -> None:
-    """Answer `todo`, `concurrency` questions in flight at once. This thread alone writes
-    predictions.jsonl, one fsynced line per finished question, in the order they finish."""
+    """Answer ``todo`` with ``executor``; this loop alone appends to predictions.jsonl, one fsynced
+    line per question as each finishes (in finishing order), so each is written exactly once."""
     records = list(done)
+    by_id = {ex.id: ex for ex in todo}
+    written: set[str] = set()
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -312,42 +325,14 @@ def _answer_all(
     )
     with PredictionWriter(out) as writer, Progress(*columns, console=console, disable=not progress) as bar:
         task = bar.add_task("eval", total=total, completed=len(done), stats=_stats(records))
-        for ex, answer, seconds in _answers(method, todo, concurrency):
-            record = make_record(ex, answer.to_dict(), seconds, yes_no=False, scorer=scorer)
+        for outcome in executor.answers([(ex.id, ex.question) for ex in todo]):
+            if outcome.id in written or outcome.id not in by_id:
+                continue  # a question answered twice (a retried worker's late reply): keep the first
+            written.add(outcome.id)
+            record = make_record(by_id[outcome.id], outcome.answer, outcome.seconds, yes_no=False, scorer=scorer)
             writer.append(record)
             records.append(record)
             bar.update(task, advance=1, stats=_stats(records))
-
-
-def _timed_answer(method: Method, ex: QAExample):
-    started = time.perf_counter()
-    answer = method.answer(ex.question)
-    return ex, answer, time.perf_counter() - started
-
-
-def _answers(method: Method, todo: list[QAExample], concurrency: int):
-    """(example, answer, seconds) as each question finishes; at most `concurrency` in flight, so a
-    crash loses at most that many answers (they are asked again on resume, and written once)."""
-    if concurrency <= 1:
-        for ex in todo:
-            yield _timed_answer(method, ex)
-        return
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
-    queue = iter(todo)
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="dynrag-eval") as pool:
-        pending = {pool.submit(_timed_answer, method, ex) for ex in itertools.islice(queue, concurrency)}
-        try:
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    yield future.result()
-                    nxt = next(queue, None)
-                    if nxt is not None:
-                        pending.add(pool.submit(_timed_answer, method, nxt))
-        finally:
-            for future in pending:
-                future.cancel()
 
 
 def write_summary(

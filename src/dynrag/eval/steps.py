@@ -4,6 +4,7 @@ left out) and find the index to search (the pooled contexts, built or reused, or
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -60,3 +61,16 @@ def corpus_index(corpus: str, out: Path, examples: list[QAExample], console: Con
     index.close()
     console.print(Text(f"{'built' if built else 'reusing'} {out / CONTEXTS_INDEX} ({len(index)} passages)"), soft_wrap=True)
     return out / CONTEXTS_INDEX
+
+
+def open_run_retriever(config: dict[str, Any], index_dir: str | Path | None, work_dir: Path, progress: bool) -> Any:
+    """The retriever a resolved run config names, over ``index_dir`` (None for a search server),
+    or None for a method that does not retrieve. BM25 parts search with bm25s's numpy backend
+    unless the run chose one (see ``with_numpy_bm25``)."""
+    name = config.get("retriever")
+    if name is None:
+        return None
+    from dynrag.retrieval.factory import open_retriever, with_numpy_bm25
+
+    options = with_numpy_bm25(name, config.get("retriever_options") or {})
+    return open_retriever(name, Path(index_dir) if index_dir else None, options, work_dir=work_dir, progress=progress)

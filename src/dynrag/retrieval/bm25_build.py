@@ -46,6 +46,10 @@ LONG_PASSAGE_CHARS = 10_000
 # corpus size does not), while still amortising the per-call numpy overhead.
 _BATCH_PASSAGES = 1024
 _BATCH_CHARS = 1 << 20
+# The score matrix is assembled a block of terms at a time: about this many postings (~40 bytes
+# each while a block is sorted and scored), in groups of _GROUP consecutive term ids.
+_BLOCK_POSTINGS = 1 << 22
+_GROUP = 1024
 
 
 def build_bm25_index(
@@ -61,8 +65,8 @@ def build_bm25_index(
     """Index a stream of passages into ``out_dir`` and return the manifest written.
 
     Passages are consumed one batch at a time: texts go straight to disk and token postings to
-    scratch files, so memory holds one batch, the vocabulary, 20 bytes a passage and, at the end,
-    the score matrix itself (8 bytes a posting). Everything is written to a temporary sibling
+    scratch files, so memory holds one batch, the vocabulary, about 20 bytes a passage and one block
+    of the score matrix while it is assembled (the matrix itself goes to disk a block at a time). Everything is written to a temporary sibling
     directory that replaces ``out_dir`` only when complete, so an error or crash mid-build leaves
     an existing index untouched. ``chunk`` splits passages on the fly; ``total`` sizes the
     progress bar when known. ``add_parts(tmp)`` writes more parts (the dense part) into the
@@ -143,12 +147,8 @@ def _write_index(
                 flush(batch)
         store.finish()
 
-        retriever = bm25s.BM25(k1=K1, b=B, method=METHOD, backend="numpy")
-        retriever.scores = runs.score_matrix(len(tokenizer.stem_to_id))
-        retriever.vocab_dict = tokenizer.stem_to_id
-        retriever.nonoccurrence_array = None
-        retriever.save(tmp, show_progress=False)
-        del retriever
+        runs.write_score_matrix(tmp, len(tokenizer.stem_to_id))
+        write_bm25s_files(tmp, tokenizer.stem_to_id, store.count)
     finally:
         store.close()
         runs.close()
@@ -171,14 +171,31 @@ def _write_index(
     return manifest
 
 
+def write_bm25s_files(directory: Path, vocab: dict[str, int], num_docs: int) -> None:
+    """bm25s's vocab.index.json and params.index.json, as ``bm25s.BM25.save`` writes them (the
+    score matrix files come from ``PostingRuns.write_score_matrix``)."""
+    import json
+
+    model = bm25s.BM25(k1=K1, b=B, method=METHOD, backend="numpy")
+    with open(directory / "vocab.index.json", "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    params = dict(k1=model.k1, b=model.b, delta=model.delta, method=model.method, idf_method=model.idf_method,
+                  dtype=model.dtype, int_dtype=model.int_dtype, num_docs=num_docs, version=bm25s.__version__,
+                  backend=model.backend)
+    with open(directory / "params.index.json", "w") as f:
+        json.dump(params, f, indent=4)
+
+
 class PostingRuns:
     """The (term, document, tf) postings of each batch, spilled to disk until the end.
 
     bm25s needs the score matrix column by column (term-major), but idf and the average length
     are only known once every passage is in. Each batch is therefore reduced to its sorted
-    postings and written out (12 bytes a posting, on disk), and the matrix is assembled at the
-    end straight into its final arrays (8 bytes a posting). Memory holds one batch, the
-    vocabulary-sized counts and 4 bytes a passage, never the corpus's tokens.
+    postings and written out (12 bytes a posting, on disk), with the positions where each group
+    of ``_GROUP`` term ids starts in it. At the end the matrix is assembled a block of terms at a
+    time (about ``_BLOCK_POSTINGS`` postings): each run's slice for the block is read back, sorted
+    into columns and appended to the .npy files on disk. Memory holds one batch, one block, the
+    vocabulary-sized counts and 4 bytes a passage, never the corpus's tokens nor the matrix.
     """
 
     _NAMES = ("terms", "docs", "tfs")
@@ -187,9 +204,11 @@ class PostingRuns:
         directory.mkdir()
         self._dir = directory
         self._files = [open(directory / name, "w+b") for name in self._NAMES]
-        self._run_sizes: list[int] = []
+        self._groups = open(directory / "groups", "w+b")  # per run: where each term group starts
+        self._runs: list[tuple[int, int, int, int]] = []  # (first posting, postings, first group, groups)
         self._lengths: list[np.ndarray] = []
         self._df = np.zeros(1 << 16, dtype=np.int64)
+        self._postings = self._group_entries = 0
         self.n_docs = 0
         self.n_tokens = 0
 
@@ -209,7 +228,11 @@ class PostingRuns:
         docs = (pairs - terms.astype(np.int64) * n + self.n_docs).astype(np.int32)
         for f, array in zip(self._files, (terms, docs, tf)):
             array.tofile(f)
-        self._run_sizes.append(len(pairs))
+        groups = np.searchsorted(terms, np.arange(0, n_vocab + _GROUP, _GROUP, dtype=np.int64)).astype(np.int64)
+        groups.tofile(self._groups)
+        self._runs.append((self._postings, len(pairs), self._group_entries, len(groups)))
+        self._postings += len(pairs)
+        self._group_entries += len(groups)
         if n_vocab > len(self._df):  # grow by doubling: the vocabulary keeps growing
             self._df = np.concatenate([self._df, np.zeros(max(n_vocab, len(self._df)), np.int64)])
         self._df[:n_vocab] += np.bincount(terms, minlength=n_vocab)
@@ -217,12 +240,13 @@ class PostingRuns:
         self.n_docs += n
         self.n_tokens += int(lengths.sum())
 
-    def score_matrix(self, n_vocab: int) -> dict[str, Any]:
-        """bm25s's CSC score matrix (data, indices, indptr) for method="lucene".
+    def write_score_matrix(self, out: Path, n_vocab: int) -> None:
+        """bm25s's CSC score matrix for method="lucene", written to ``out`` as bm25s's
+        data/indices/indptr .npy files.
 
-        Same arithmetic and dtypes as bm25s.BM25.index: idf in float32, the term-frequency
-        part in float64, their product rounded to float32; each column (term) lists its
-        documents in ascending order, since runs are replayed in document order.
+        Same arithmetic and dtypes as bm25s.BM25.index: idf in float32, the term-frequency part
+        in float64, their product rounded to float32; each column (term) lists its documents in
+        ascending order, since runs are read back in document order.
         """
         n_docs, df = self.n_docs, self._df[:n_vocab]
         lengths = np.concatenate(self._lengths)
@@ -233,32 +257,58 @@ class PostingRuns:
         idf[seen] = np.log(1 + (n_docs - df[seen] + 0.5) / (df[seen] + 0.5))
         indptr = np.zeros(n_vocab + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
-        heads = indptr[:-1].copy()  # next free slot of each column
-        data = np.empty(int(indptr[-1]), dtype=np.float32)
-        indices = np.empty(int(indptr[-1]), dtype=np.int32)
-        for f in self._files:
+        nnz = int(indptr[-1])
+        np.save(out / "indptr.csc.index.npy", indptr, allow_pickle=False)
+        for f in (*self._files, self._groups):
             f.flush()
-            f.seek(0)
-        for size in self._run_sizes:
-            terms, docs, tf = (
-                np.fromfile(f, dtype=np.int32, count=size) for f in self._files
-            )
-            first = np.empty(size, dtype=bool)
-            first[0] = True
-            np.not_equal(terms[1:], terms[:-1], out=first[1:])
-            group_starts = np.flatnonzero(first)
-            group_sizes = np.diff(group_starts, append=size)
-            rank = np.arange(size) - np.repeat(group_starts, group_sizes)
-            slots = heads[terms] + rank
-            heads[terms[group_starts]] += group_sizes
-            tf64 = tf.astype(np.float64)
-            tfc = tf64 / (K1 * ((1 - B) + B * lengths[docs] / avg_len) + tf64)
-            data[slots] = idf[terms] * tfc
-            indices[slots] = docs
+        groups = np.memmap(self._dir / "groups", dtype=np.int64, mode="r") if self._group_entries else None
+        with open(out / "data.csc.index.npy", "wb") as data_out, open(out / "indices.csc.index.npy", "wb") as index_out:
+            np.lib.format.write_array_header_1_0(data_out, {"descr": "<f4", "fortran_order": False, "shape": (nnz,)})
+            np.lib.format.write_array_header_1_0(index_out, {"descr": "<i4", "fortran_order": False, "shape": (nnz,)})
+            written = 0
+            for g0, g1 in _blocks(indptr, n_vocab):
+                terms, docs, tf = self._read_block(groups, g0, g1)
+                written += len(terms)
+                order = np.argsort(terms, kind="stable")  # by term; within a term, runs keep document order
+                terms, docs, tf = terms[order], docs[order], tf[order]
+                del order
+                tf64 = tf.astype(np.float64)
+                tfc = tf64 / (K1 * ((1 - B) + B * lengths[docs] / avg_len) + tf64)
+                (idf[terms] * tfc).astype(np.float32).tofile(data_out)
+                docs.tofile(index_out)
+            if written != nnz:  # pragma: no cover - the blocks must cover every posting once
+                raise RuntimeError(f"score matrix has {written} postings, the counts say {nnz}")
+        del groups
         self.close()  # the scratch files are not part of the index
-        return {"data": data, "indices": indices, "indptr": indptr, "num_docs": int(n_docs)}
+
+    def _read_block(self, groups: np.ndarray | None, g0: int, g1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The postings of term groups [g0, g1) from every run, in run (document) order."""
+        parts: list[list[np.ndarray]] = [[], [], []]
+        for first, size, group_at, n_groups in self._runs:
+            lo = int(groups[group_at + g0]) if g0 < n_groups else size
+            hi = int(groups[group_at + g1]) if g1 < n_groups else size
+            if hi <= lo:
+                continue
+            for part, f in zip(parts, self._files):
+                f.seek(4 * (first + lo))
+                part.append(np.fromfile(f, dtype=np.int32, count=hi - lo))
+        if not parts[0]:
+            return (np.zeros(0, np.int32),) * 3
+        return tuple(np.concatenate(part) for part in parts)  # type: ignore[return-value]
 
     def close(self) -> None:
-        for f in self._files:
+        for f in (*self._files, self._groups):
             f.close()
         shutil.rmtree(self._dir, ignore_errors=True)  # idempotent: close() may run twice
+
+
+def _blocks(indptr: np.ndarray, n_vocab: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of term groups holding about ``_BLOCK_POSTINGS`` postings each."""
+    n_groups = -(-n_vocab // _GROUP)
+    bounds = indptr[np.minimum(np.arange(n_groups + 1) * _GROUP, n_vocab)]
+    blocks, start = [], 0
+    for g in range(1, n_groups + 1):
+        if bounds[g] - bounds[start] >= _BLOCK_POSTINGS or g == n_groups:
+            blocks.append((start, g))
+            start = g
+    return blocks

@@ -31,6 +31,8 @@ DenseBackend = Literal["auto", "numpy", "faiss"]
 class RetrieverOptions(Options):
     # The option naming this retriever's bm25s backend, if it has a BM25 part (see with_numpy_bm25).
     bm25_backend_key: ClassVar[str | None] = None
+    # False for a retriever whose passages live in a search server: it takes no index directory.
+    needs_index: ClassVar[bool] = True
 
 
 class BM25Options(RetrieverOptions):
@@ -63,6 +65,22 @@ class MilvusOptions(EmbeddingOptions):
     candidates: int = Field(50, ge=1)
     uri: str | None = None  # default: WORK_DIR/milvus.db (milvus-lite); or a Milvus server URI
     collection: str | None = None  # default: dynrag_<corpus checksum>
+
+
+class OpenSearchOptions(RetrieverOptions):
+    needs_index: ClassVar[bool] = False
+    url: str = "http://127.0.0.1:9200"
+    index: str = "dynrag"
+    timeout: float = Field(60.0, gt=0)
+    verify_certs: bool = True  # https only
+    ca_certs: str | None = None  # a CA bundle for https
+    title_field: str = "title"  # another index's field names (DRAGIN's index: text_field=txt)
+    text_field: str = "text"
+
+
+def needs_index(name: str) -> bool:
+    """Whether retriever ``name`` searches a ``dynrag index`` directory (else a search server)."""
+    return RETRIEVERS.get(name).options.needs_index  # type: ignore[attr-defined]
 
 
 def _require_index(name: str, index_dir: Path | None) -> Path:
@@ -118,6 +136,15 @@ def open_milvus(options: MilvusOptions, index_dir: Path | None, *, work_dir: Pat
             (bm25.passage(i) for i in range(count)), uri, collection, embedder,
             batch_size=options.batch_size, progress=progress, total=count, **search,
         )
+
+
+@RETRIEVERS.register("opensearch", OpenSearchOptions, summary="BM25 in an OpenSearch index (url, index)")
+def open_opensearch(options: OpenSearchOptions, index_dir: Path | None, *, work_dir: Path, progress: bool) -> Retriever:
+    from dynrag.retrieval.opensearch import OpenSearchRetriever
+
+    return OpenSearchRetriever.open(options.url, options.index, title_field=options.title_field,
+                                    text_field=options.text_field, timeout=options.timeout,
+                                    verify_certs=options.verify_certs, ca_certs=options.ca_certs)
 
 
 def given_options(retriever: str, values: Mapping[str, Any], flag: str = "--option") -> dict[str, Any]:

@@ -1,0 +1,252 @@
+"""How `dynrag eval` answers its questions: in this process, on threads, on local worker processes
+or on a Dask cluster, behind one interface.
+
+An ``Executor`` takes (id, question) pairs and yields an ``Outcome`` (the id, the method's
+``Answer.to_dict()`` and the seconds it took) for each question as it finishes, in any order.
+The runner's coordinating loop is the only reader of those outcomes and the only writer of
+predictions.jsonl: executors never touch the run directory, so every question is written once,
+by one process, whichever executor answered it.
+
+- ``InProcess``: one question at a time with one method (the default on one core, and the only
+  choice for a caller-made method object).
+- ``Threads(n)``: n questions in flight sharing one method; for a model behind an HTTP server,
+  where a question spends its time waiting on the network (an in-process torch model is not
+  thread-safe).
+- ``Processes(n)`` (processes.py): n local worker processes, each with its own model; a worker
+  killed mid-question is replaced and its question asked again.
+- ``DaskCluster(address)`` (dask_cluster.py): tasks on any Dask cluster; its scheduler reruns the
+  questions of a lost worker.
+
+Workers rebuild the method from a ``WorkerJob`` (the resolved run config, the index directory and
+a picklable method factory), the same way the coordinator builds it in-process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from dynrag.methods.base import Method
+from dynrag.retrieval.base import Retriever
+
+# (resolved config, retriever or None) -> a ready Method. Workers need it picklable (a module-level
+# function or an instance of a module-level class).
+MethodFactory = Callable[[dict[str, Any], Retriever | None], Method]
+Question = tuple[str, str]  # (id, question text)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    id: str
+    answer: dict[str, Any]  # Answer.to_dict()
+    seconds: float
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    """Everything needed to build the run's method anywhere: plain data plus the factory."""
+
+    config: dict[str, Any]
+    index_dir: str | None  # the index to search (None: no retrieval, or a search server)
+    work_dir: str  # the run directory (dense parts and milvus files are looked up beside it)
+    factory: MethodFactory
+    torch_threads: int | None = None  # per worker process; None leaves torch's default
+
+    @property
+    def key(self) -> str:
+        """Identifies the method this job builds (a worker process caches one per key)."""
+        f = self.factory
+        factory = [getattr(f, "__module__", ""), getattr(f, "__qualname__", None) or repr(f)]
+        if not hasattr(f, "__qualname__"):  # a factory object: its fields decide what it builds
+            factory.append(repr(f))
+        text = json.dumps([self.config, self.index_dir, self.work_dir, factory], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def build(self, progress: bool = False) -> Method:
+        if self.torch_threads:
+            set_torch_threads(self.torch_threads)
+        from dynrag.eval.steps import open_run_retriever
+
+        retriever = open_run_retriever(self.config, self.index_dir, Path(self.work_dir), progress)
+        return self.factory(self.config, retriever)
+
+
+def set_torch_threads(n: int) -> None:
+    """torch's intra-op threads for this process: through the environment when torch is not
+    imported yet (a fresh worker: importing torch only for this would cost seconds), else directly."""
+    import os
+    import sys
+
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(n)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
+
+
+def usable_cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def timed_answer(method: Method, qid: str, question: str) -> Outcome:
+    started = time.perf_counter()
+    answer = method.answer(question)
+    return Outcome(qid, answer.to_dict(), time.perf_counter() - started)
+
+
+class Executor(Protocol):
+    description: str  # for the progress line, e.g. "2 worker processes"
+
+    def answers(self, questions: Sequence[Question]) -> Iterator[Outcome]: ...
+
+
+@dataclass
+class InProcess:
+    """Questions one after another, with the method built here (once, on first use)."""
+
+    job: WorkerJob
+    progress: bool = False
+    description: str = "1 process"
+    method: Method | None = field(default=None, init=False)
+
+    def answers(self, questions: Sequence[Question]) -> Iterator[Outcome]:
+        if self.method is None:
+            self.method = self.job.build(self.progress)
+        for qid, question in questions:
+            yield timed_answer(self.method, qid, question)
+
+
+@dataclass
+class Threads:
+    """Up to ``n`` questions in flight at once on threads sharing one method, yielded as they
+    finish; at most ``n`` answers are lost to a crash (and asked again on resume)."""
+
+    job: WorkerJob
+    n: int
+    progress: bool = False
+    method: Method | None = field(default=None, init=False)
+
+    @property
+    def description(self) -> str:
+        return f"{self.n} threads"
+
+    def answers(self, questions: Sequence[Question]) -> Iterator[Outcome]:
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        if self.method is None:
+            self.method = self.job.build(self.progress)
+        method = self.method
+        queue = iter(questions)
+        with ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="dynrag-eval") as pool:
+            pending = set()
+            for qid, question in queue:
+                pending.add(pool.submit(timed_answer, method, qid, question))
+                if len(pending) == self.n:
+                    break
+            try:
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        yield future.result()
+                        nxt = next(queue, None)
+                        if nxt is not None:
+                            pending.add(pool.submit(timed_answer, method, *nxt))
+            finally:
+                for future in pending:
+                    future.cancel()
+
+
+# ---- the worker side, shared by local processes and Dask ----------------------------------------
+
+# One built method per job key in each worker process: a worker loads its model once and answers
+# many questions with it. The lock keeps one question at a time per process (a Dask worker with
+# several threads would otherwise share one torch model across threads).
+_WORKER_METHODS: dict[str, tuple[Method, threading.Lock]] = {}
+_WORKER_BUILD = threading.Lock()
+
+
+def worker_method(job: WorkerJob) -> tuple[Method, threading.Lock]:
+    key = job.key
+    with _WORKER_BUILD:
+        if key not in _WORKER_METHODS:
+            _WORKER_METHODS.clear()  # a worker holds one run's model at a time
+            _WORKER_METHODS[key] = (job.build(), threading.Lock())
+        return _WORKER_METHODS[key]
+
+
+def answer_in_worker(job: WorkerJob, qid: str, question: str) -> Outcome:
+    """Answer one question in a worker process, building (and keeping) the job's method first."""
+    method, lock = worker_method(job)
+    with lock:
+        return timed_answer(method, qid, question)
+
+
+# ---- choosing an executor -----------------------------------------------------------------------
+
+
+def in_process_model(spec: str) -> bool:
+    """Whether the model spec loads weights into the process (torch), as opposed to a server."""
+    return spec.startswith(("bundled", "hf:"))
+
+
+def auto_workers(model: str, todo: int) -> int:
+    """``--workers auto``: one worker process per core for a model that runs in-process on the CPU
+    (one torch thread each), else 1. Measured on two cores (benchmarks/RESULTS.md, "eval
+    throughput on two cores"): two single-threaded worker processes answer more questions a minute
+    than one process whose torch uses both cores."""
+    if not in_process_model(model):
+        return 1
+    return max(1, min(usable_cores(), todo))
+
+
+def picklable(job: WorkerJob) -> bool:
+    import pickle
+
+    try:
+        pickle.dumps(job)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
+def make_executor(
+    job: WorkerJob, *, workers: int | str = 1, dask: str | None = None, concurrency: int = 1, todo: int = 1,
+    progress: bool = False,
+) -> Executor:
+    """The executor for ``--workers N|auto``, ``--dask ADDRESS`` and ``--concurrency N`` (threads
+    sharing one model behind an HTTP server); they are exclusive."""
+    from dynrag.errors import ConfigError
+
+    if concurrency > 1:
+        if dask or workers not in (1, "auto"):
+            raise ConfigError("--concurrency and --workers/--dask: pick one (--concurrency keeps N questions "
+                              "in flight against one model server from this process)")
+        return Threads(job, min(concurrency, max(todo, 1)), progress)
+    if dask:
+        if workers not in (1, "auto"):
+            raise ConfigError("--dask and --workers: pick one (a Dask cluster brings its own workers)")
+        from dynrag.eval.dask_cluster import DaskCluster
+
+        return DaskCluster(job, dask)
+    if workers == "auto":
+        # A caller's method factory that cannot be sent to another process (a closure) runs here.
+        n = auto_workers(job.config["model"], todo) if picklable(job) else 1
+    else:
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise ConfigError(f"--workers must be a number >= 1 or 'auto' (got {workers!r})")
+        n = min(workers, max(todo, 1))
+        if n > 1 and not picklable(job):
+            raise ConfigError(f"--workers {workers}: the method factory cannot be sent to worker processes "
+                              "(make it a module-level function or class)")
+    if n == 1:
+        return InProcess(job, progress)
+    from dynrag.eval.processes import Processes
+
+    threads = job.torch_threads or max(1, usable_cores() // n)  # the cores shared out, one model each
+    return Processes(WorkerJob(job.config, job.index_dir, job.work_dir, job.factory, threads), n)
