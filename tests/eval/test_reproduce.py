@@ -119,3 +119,30 @@ def test_bestpractice_rows_use_the_chain_options(tmp_path):
     by_options = {json.dumps(c["options"].get("preset")) + c["retriever"]: c for c, _, _ in built}
     assert len(built) == 6 and '"best"hybrid' in by_options and '"none"hybrid' in by_options
     assert "| Hybrid with HyDE retrieval |" in render(report) and "11.71" in render(report)
+
+
+def test_deeprag_table1_runs_the_checkpoints_against_cot_first(tmp_path):
+    for name in ("imi", "coc"):  # model specs are checked before a run is written
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    built = []
+    req = request(tmp_path, "deeprag-table1", data={"hotpotqa": fx.write_all(tmp_path)["hotpotqa"]},
+                  options={"imitation": f"hf:{tmp_path / 'imi'}", "calibration": f"hf:{tmp_path / 'coc'}"})
+    report = reproduce(req, method_factory=factory(answers(), built=built), progress=False)
+    order = [(c["method"], c["model"]) for c, _, _ in built]
+    assert order[0][0] == "direct"  # the baseline of every other row runs first
+    assert ("deeprag", f"hf:{tmp_path / 'imi'}") in order and ("deeprag", f"hf:{tmp_path / 'coc'}") in order
+    assert len(built) == 7 and sorted(report["missing"]) == ["2wikimultihopqa", "musique", "popqa"]
+    deeprag = report["results"][("hotpotqa", "deeprag")]
+    # the fake retrieves for every question and CoT gets h1 right: one false negative, one true negative
+    assert deeprag["knowledge_boundary"]["fn"] == 1 and deeprag["knowledge_boundary"]["tn"] == 1
+    text = render(report)
+    assert "| DeepRAG | 0.500 | 0.407 | +0.093 |" in text
+    assert "| deeprag untrained (ours only) | 0.500 |" in text
+
+
+def test_deeprag_table3_shows_the_published_boundary_figures(tmp_path):
+    text = render(reproduce(request(tmp_path, "deeprag-table3", data={}, run=False), progress=False))
+    assert "| DeepRAG" not in text  # no checkpoints given: only the untrained row
+    assert "| FLARE | – | 0.000 | – | – | 0.718 |" in text and "| DRAGIN | – | 0.007 |" in text
+    assert "_no data: give --data 2wikimultihopqa=PATH" in text

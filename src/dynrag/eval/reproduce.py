@@ -30,6 +30,8 @@ DEFAULT_FILES = {
     "2wikimultihopqa": "2wikimultihopqa/dev_sample.json",
     "strategyqa": "strategyqa/strategyqa_train.json",  # DRAGIN's code evaluates on StrategyQA train
     "iirc": "iirc/dev.json",
+    "musique": "musique/musique_ans_dev_sample.jsonl",
+    "popqa": "popqa/popqa.jsonl",
 }
 
 # Run options every interleaving method gets here: the authors' loops have no retrieval or step cap
@@ -57,6 +59,8 @@ class RunSpec:
     method: str
     options: dict[str, Any]
     retriever: str | None = None  # None: the command's --retriever (or the method's default)
+    model: str | None = None  # None: the command's --model (DeepRAG's rows name their checkpoints)
+    baseline: str | None = None  # the key of the row whose run is this run's --baseline (same dataset)
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class Column:
     """A column group: our summary figure beside the published metric, and their difference."""
 
     title: str
-    ours: str | None  # summary.json key, or None when we have no such figure
+    ours: str | None  # summary.json key ("a.b" for a nested one), or None when we have no such figure
     paper: str | None  # published metric key, or None when the paper gives none
     digits: int = 3
 
@@ -191,6 +195,66 @@ def bestpractice_table11(options: BestPracticeOptions) -> Table:
     )
 
 
+DeepragPaperModel = Literal["Llama-3-8B", "Qwen-2.5-7B"]
+
+
+class DeepragTableOptions(Options):
+    paper_model: DeepragPaperModel = Field("Llama-3-8B", description="whose published cells to compare")
+    imitation: str | None = Field(None, description="model spec of a stage-I checkpoint (dynrag train imitation)")
+    calibration: str | None = Field(None, description="model spec of a stage-II checkpoint (dynrag train calibration)")
+
+
+def deeprag_runs(options: DeepragTableOptions, datasets: list[str]) -> list[RunSpec]:
+    """DeepRAG's comparison: CoT (closed book), CoT-Retrieve (one retrieval), FLARE and DRAGIN at
+    their defaults, and deeprag untrained (our worked examples) and, when given, trained."""
+    runs = []
+    for ds in datasets:
+        runs += [
+            RunSpec(ds, "cot", "CoT (direct)", "direct", {}),
+            RunSpec(ds, "cot_retrieve", "CoT-Retrieve (single)", "single", {"k": 3}, baseline="cot"),
+            RunSpec(ds, "flare", "FLARE", "flare", {"k": 3}, baseline="cot"),
+            RunSpec(ds, "dragin", "DRAGIN", "dragin", {"k": 3}, baseline="cot"),
+            RunSpec(ds, "deeprag_untrained", "deeprag untrained (ours only)", "deeprag", {"k": 3}, baseline="cot"),
+        ]
+        if options.imitation:
+            runs.append(RunSpec(ds, "deeprag_imi", "DeepRAG-Imi", "deeprag", {"k": 3}, model=options.imitation,
+                                baseline="cot"))
+        if options.calibration:
+            runs.append(RunSpec(ds, "deeprag", "DeepRAG", "deeprag", {"k": 3}, model=options.calibration,
+                                baseline="cot"))
+    return runs
+
+
+DEEPRAG_SETTING = "BM25 over Wikipedia, first 1,000 questions"
+
+
+@TABLES.register("deeprag-table1", DeepragTableOptions, "DeepRAG Table 1: EM/F1 of reasoning, adaptive and DeepRAG methods")
+def deeprag_table1(options: DeepragTableOptions) -> Table:
+    datasets = ["hotpotqa", "2wikimultihopqa", "popqa", "musique"]  # CAG and WebQuestions: no reader here
+    return Table(
+        "deeprag-table1", f"DeepRAG Table 1 ({options.paper_model})", datasets, deeprag_runs(options, datasets),
+        lambda ds: [Column("EM", "em", "em"), Column("F1", "f1", "f1")],
+        _cells("deeprag-table1", options.paper_model), f"{options.paper_model}, trained on 4,000 + 1,000 HotpotQA and "
+        f"2Wiki train questions each, {DEEPRAG_SETTING}",
+        notes=[published()["tables"]["deeprag-table1"]["source"]],
+    )
+
+
+@TABLES.register("deeprag-table3", DeepragTableOptions, "DeepRAG Table 3: knowledge-boundary figures on 2WikiMultihopQA")
+def deeprag_table3(options: DeepragTableOptions) -> Table:
+    columns = [Column("F1", "knowledge_boundary.f1", "f1"), Column("Acc", "knowledge_boundary.accuracy", "accuracy"),
+               Column("Balanced Acc", "knowledge_boundary.balanced_accuracy", "balanced_accuracy"),
+               Column("MCC", "knowledge_boundary.mcc", "mcc"),
+               Column("retrievals/question", "retrievals_per_question", None, 2)]
+    return Table(
+        "deeprag-table3", "DeepRAG Table 3 (knowledge boundary against CoT)", ["2wikimultihopqa"],
+        deeprag_runs(options, ["2wikimultihopqa"]), lambda _: columns,
+        _cells("deeprag-table3", "paper"), f"Llama-3-8B (as Table 1), {DEEPRAG_SETTING}; both: CoT is the "
+        "no-retrieval run, the positive class is 'did not retrieve' / 'the CoT answer was right' (eval/boundary.py)",
+        notes=[published()["tables"]["deeprag-table3"]["source"]],
+    )
+
+
 # -- running -------------------------------------------------------------------------------------
 
 
@@ -253,7 +317,8 @@ def run_dir(req: ReproduceRequest, spec: RunSpec) -> Path:
 
     setting = f"{resolve_model(req.model)}_{req.retriever or 'default'}_{req.corpus}"
     digest = hashlib.sha256(
-        json.dumps([spec.method, spec.options, spec.retriever], sort_keys=True).encode()
+        json.dumps([spec.method, spec.options, spec.retriever] + ([spec.model] if spec.model else []),
+                   sort_keys=True).encode()
     ).hexdigest()[:6]
     return Path(req.out) / _slug(setting) / spec.dataset / f"{spec.key}-{digest}-n{req.limit or 'all'}"
 
@@ -279,6 +344,11 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     if bad:
         raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
     todo = [s for s in table.runs if s.dataset in found and (req.rows is None or s.key in req.rows)]
+    by_key = {(s.dataset, s.key): s for s in table.runs}
+    wanted = {(s.dataset, s.baseline) for s in todo if s.baseline} | {(s.dataset, s.key) for s in todo}
+    # a row's baseline runs before it, once
+    todo = [s for s in table.runs if (s.dataset, s.key) in wanted and s.dataset in found]
+    todo.sort(key=lambda s: (s.dataset, s.key not in {b.baseline for b in table.runs}))
     for i, spec in enumerate(todo, 1):
         out = run_dir(req, spec)
         console.print(f"[bold]run {i}/{len(todo)}[/bold] {spec.dataset} {spec.label}: {out}")
@@ -287,8 +357,9 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
             continue
         eval_req = EvalRequest(
             dataset=spec.dataset, data=found[spec.dataset], method=spec.method, out=out, corpus=req.corpus,
-            limit=req.limit, model=req.model, options=dict(spec.options), retriever=spec.retriever or req.retriever,
-            retriever_options=list(req.retriever_options), scorer=table.scorer,
+            limit=req.limit, model=spec.model or req.model, options=dict(spec.options),
+            retriever=spec.retriever or req.retriever, retriever_options=list(req.retriever_options), scorer=table.scorer,
+            baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,
         )
         results[(spec.dataset, spec.key)] = run_eval(
             eval_req, method_factory=method_factory, console=console, progress=progress
@@ -300,6 +371,13 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
 def _existing_summary(out: Path) -> dict[str, Any] | None:
     path = out / "summary.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _figure(summary: dict[str, Any], key: str) -> float | None:
+    value: Any = summary
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value if isinstance(value, (int, float)) else None
 
 
 def _fmt(value: float | None, digits: int) -> str:
@@ -345,7 +423,7 @@ def render(report: dict[str, Any]) -> str:
             paper_row = table.published_cells.get(ds, {}).get(spec.key, {})
             row = [spec.label]
             for c in cols:
-                ours = summary.get(c.ours) if (summary and c.ours) else None
+                ours = _figure(summary, c.ours) if (summary and c.ours) else None
                 paper = paper_row.get(c.paper) if c.paper else None
                 row += [_fmt(ours, c.digits)] if c.ours else []
                 row += [_fmt(paper, c.digits)] if c.paper else []
