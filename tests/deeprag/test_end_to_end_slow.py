@@ -24,7 +24,7 @@ def ok(result):
 def test_ask_synth_imitation_calibration_eval(tmp_path):
     records = [wiki_record(i) for i in range(12)]
     stage_one = write(tmp_path / "train1.json", records[:5])
-    stage_two = write(tmp_path / "train2.json", records[5:7])
+    stage_two = write(tmp_path / "train2.json", records[5:9])
     held_out = write(tmp_path / "dev.json", records[9:12])
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"{r['_id']}-{j}", "title": t, "text": " ".join(s)}) + "\n"
@@ -54,7 +54,7 @@ def test_ask_synth_imitation_calibration_eval(tmp_path):
 
     # 4. stage II: search again with the stage-I model, pairs, DPO
     calibration = ok(run_dynrag(["train", "calibration", "--model", f"hf:{tmp_path / 'imi'}", "--dataset", "2wikimultihopqa",
-                                 "--data", str(stage_two), "--teacher", "dataset", "--k", "1", "--max-nodes", "4",
+                                 "--data", str(stage_two), "--teacher", "dataset", "--k", "1", "--max-nodes", "8",
                                  "--shots", "4", "--heldout", "0",
                                  "--epochs", "2", "--max-steps", "2", "--batch-size", "2", "--lr", "1e-6", "--threads", "2",
                                  "--out", str(tmp_path / "coc")]))
