@@ -11,7 +11,9 @@ peak memory of each side in a fresh process.
   precomputed reference log-probabilities (computing them per step would only add to the
   reference's cost).
 
-Batches come from 2WikiMultihopQA train records turned into narratives with their gold
+Both sides train one model with one optimizer, step by step in turn (what the weights are does
+not change what a step costs; one copy keeps the memory of the run down). Batches come from
+2WikiMultihopQA train records turned into narratives with their gold
 decomposition (a benchmark input only: three context paragraphs on every second step).
 
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_train.py --steps 8 --threads 2
@@ -72,8 +74,9 @@ def step_done(model, optimizer):
 def imitation_steps(spec, trajectories, batch_size, steps, which, log_path):
     """Yields (side, tokens, seconds) per step; `which` is 'both' (interleaved), 'ours' or 'reference'."""
     sides = ["reference", "ours"] if which == "both" else [which]
-    models = {side: fresh(spec) for side in sides}
-    tokenizer = next(iter(models.values()))[1]
+    shared = fresh(spec)  # one model and optimizer for both sides: the weights' values do not change the cost
+    models = {side: shared for side in sides}
+    tokenizer = shared[1]
     examples = [imitation_example(tokenizer, t) for t in trajectories]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     batches = [examples[i : i + batch_size] for i in range(0, batch_size * steps, batch_size)]
@@ -96,8 +99,9 @@ def imitation_steps(spec, trajectories, batch_size, steps, which, log_path):
 
 def calibration_steps(spec, trajectories, batch_size, steps, which, beta=0.4):
     sides = ["reference", "ours"] if which == "both" else [which]
-    models = {side: fresh(spec) for side in sides}
-    tokenizer = next(iter(models.values()))[1]
+    shared = fresh(spec)
+    models = {side: shared for side in sides}
+    tokenizer = shared[1]
     pairs = build_pairs(trajectories)
     tokenized = [tokenize_pair(tokenizer, p) for p in pairs]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
