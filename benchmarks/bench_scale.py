@@ -187,6 +187,20 @@ def run_child(name: str, *args) -> dict:
 # ---- the parent -------------------------------------------------------------------------------
 
 
+def marginal(sizes: list[int], values: list[float], rate: bool = False) -> float:
+    """Value at TARGET continuing the cost per passage between the two largest sizes (y = c + b*N
+    through them; for a rate, on its inverse, the time per query). A power law fitted over sizes
+    where a fixed baseline dominates the small ones (the interpreter, the model) understates growth
+    that is linear at scale; this line does not."""
+    if len(sizes) < 2:
+        return math.nan
+    (n0, n1), (y0, y1) = sizes[-2:], values[-2:]
+    if rate:
+        y0, y1 = 1 / y0, 1 / y1
+    at = y1 + (y1 - y0) / (n1 - n0) * (TARGET - n1)
+    return 1 / at if rate else at
+
+
 def fit(sizes: list[int], values: list[float]) -> tuple[float, float]:
     """(exponent e, value extrapolated to TARGET) of y = a * N^e fitted in log-log space."""
     x, y = np.log(sizes), np.log(values)
@@ -257,9 +271,10 @@ def bench_opensearch(args, size: int) -> dict:
     return {"size": size, **ingest, "server_peak_rss_mb": hwm, "server_rss_mb": rss, **search}
 
 
-def report(args, bm25_rows, dense, os_row, load_start) -> str:
+def report(args, bm25_rows, dense, os_row, load_start, load: str | None = None) -> str:
+    load = load or f"Load average at start {load_start}, at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     out = [f"Corpus: the first N passages of `{args.corpus}` (scale_corpus.py). Queries: {args.queries} HotpotQA "
-           f"questions. Load average at start {load_start}, at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+           f"questions. {load}; "
            f"{os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB RAM.", ""]
     if bm25_rows:
         out += ["### bm25s (`BM25Index.build`, then search)", "",
@@ -273,8 +288,9 @@ def report(args, bm25_rows, dense, os_row, load_start) -> str:
                 f"{r['matrix_bytes'] / 2**30:.2f}) | {r['search_qps_numpy_k3']:,.1f} | {r['search_qps_numpy_k10']:,.1f} | "
                 f"{r['search_qps_numba_k3']:,.1f} | {r['search_qps_numba_k10']:,.1f} | {r['search_peak_rss_mb']:,.0f} MB |")
         sizes = [r["size"] for r in bm25_rows]
-        out += ["", f"Fitted y = a·N^e over {', '.join(f'{s:,}' for s in sizes)} passages, extrapolated to {TARGET:,}:", ""]
-        out += ["| quantity | exponent e | at 21M |", "| --- | ---: | ---: |"]
+        out += ["", f"Fitted y = a·N^e over {', '.join(f'{s:,}' for s in sizes)} passages, and the cost per passage "
+                f"between the two largest continued (y = c + b·N; for q/s, on seconds per query), to {TARGET:,}:", ""]
+        out += ["| quantity | exponent e | at 21M (power law) | at 21M (c + b·N) |", "| --- | ---: | ---: | ---: |"]
         for label, key, unit, scale in (
             ("build peak RSS", "peak_rss_mb", "GB", 1 / 1024),
             ("build wall time", "seconds", "h", 1 / 3600),
@@ -283,8 +299,10 @@ def report(args, bm25_rows, dense, os_row, load_start) -> str:
             ("q/s k=10 numba", "search_qps_numba_k10", "q/s", 1),
             ("q/s k=10 numpy", "search_qps_numpy_k10", "q/s", 1),
         ):
-            e, at = fit(sizes, [r[key] for r in bm25_rows])
-            out.append(f"| {label} | {e:.2f} | {at * scale:,.1f} {unit} |")
+            values = [r[key] for r in bm25_rows]
+            e, at = fit(sizes, values)
+            line = marginal(sizes, values, rate=unit == "q/s")
+            out.append(f"| {label} | {e:.2f} | {at * scale:,.1f} {unit} | {line * scale:,.1f} {unit} |")
     if dense:
         enc = dense["encode"]
         out += ["", "### dense (packaged all-MiniLM-L6-v2, 384-d float32)", "",
@@ -309,6 +327,18 @@ def report(args, bm25_rows, dense, os_row, load_start) -> str:
     return "\n".join(out) + "\n"
 
 
+def merged_report(args, files: list[str]) -> str:
+    rows: dict[int, dict] = {}
+    dense = os_row = None
+    for name in files:
+        raw = json.loads(Path(name).read_text())
+        rows.update({r["size"]: r for r in raw.get("bm25") or []})
+        dense = raw.get("dense") or dense
+        os_row = raw.get("opensearch") or os_row
+    bm25_rows = [rows[size] for size in sorted(rows)]
+    return report(args, bm25_rows, dense, os_row, "", f"Merged from {', '.join(files)} (their loads: see each step)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus")
@@ -319,11 +349,17 @@ def main() -> None:
     ap.add_argument("--parts", default="bm25,dense,opensearch")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--encode-sample", type=int, default=2000)
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="report earlier runs' bench_scale.json files together (a later file's row for a size "
+                         "replaces an earlier one's), fitting over every size: for a sweep split into steps")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("child_args", nargs="?", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(CHILDREN[args.child](*json.loads(args.child_args))))
+        return
+    if args.merge:
+        print(merged_report(args, args.merge))
         return
     if not args.corpus:
         ap.error("--corpus is required")

@@ -100,6 +100,16 @@ def test_search_batch_matches_single_searches_and_is_sorted(index):
     assert index.search_batch([], k=3) == []
 
 
+def test_score_matrix_blocks_cut_at_any_term():
+    # postings per term: 10, 1, 1, 1, 10, 1, 0, 2 (term ids follow first appearance, so the big
+    # ones come first in a real corpus); a block holds at most 3 postings or one bigger term
+    indptr = np.cumsum([0, 10, 1, 1, 1, 10, 1, 0, 2])
+    assert bm25_build._blocks(indptr, 3).tolist() == [0, 1, 4, 5, 8]
+    assert bm25_build._blocks(indptr, 100).tolist() == [0, 8]
+    assert bm25_build._blocks(indptr, 1).tolist() == [0, 1, 2, 3, 4, 5, 7, 8]
+    assert bm25_build._blocks(np.zeros(1, np.int64), 3).tolist() == [0]
+
+
 def test_manifest_and_files(index, index_dir):
     m = index.manifest
     assert m["format"] == "dynrag-bm25" and m["format_version"] == 1
@@ -116,12 +126,11 @@ def test_manifest_and_files(index, index_dir):
     index.verify()
 
 
-@pytest.mark.parametrize("group, block", [(1024, 1 << 22), (2, 5)])  # one block; many blocks of few terms
-def test_tokens_and_scores_match_bm25s(tmp_path, monkeypatch, group, block):
+@pytest.mark.parametrize("block", [1 << 22, 5, 1])  # one block; many blocks of few terms; one term each
+def test_tokens_and_scores_match_bm25s(tmp_path, monkeypatch, block):
     # The index computes bm25s's score matrix itself, batch by batch, and writes it to disk a block
     # of terms at a time; it must equal bm25s's own, files included.
     monkeypatch.setattr(bm25_build, "_BATCH_PASSAGES", 7)  # several batches and posting runs
-    monkeypatch.setattr(bm25_build, "_GROUP", group)
     monkeypatch.setattr(bm25_build, "_BLOCK_POSTINGS", block)
     extra = [
         Passage(str(i), f"T{i}", f"Word{i % 3} repeated repeated, A. b c's_x {i}-{i} naïve café")

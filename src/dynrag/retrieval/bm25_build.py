@@ -46,10 +46,9 @@ LONG_PASSAGE_CHARS = 10_000
 # corpus size does not), while still amortising the per-call numpy overhead.
 _BATCH_PASSAGES = 1024
 _BATCH_CHARS = 1 << 20
-# The score matrix is assembled a block of terms at a time: about this many postings (~40 bytes
-# each while a block is sorted and scored), in groups of _GROUP consecutive term ids.
+# The score matrix is assembled a block of consecutive terms at a time: about this many postings
+# (~40 bytes each while a block is sorted and scored), or one term's if that term has more.
 _BLOCK_POSTINGS = 1 << 22
-_GROUP = 1024
 
 
 def build_bm25_index(
@@ -191,11 +190,13 @@ class PostingRuns:
 
     bm25s needs the score matrix column by column (term-major), but idf and the average length
     are only known once every passage is in. Each batch is therefore reduced to its sorted
-    postings and written out (12 bytes a posting, on disk), with the positions where each group
-    of ``_GROUP`` term ids starts in it. At the end the matrix is assembled a block of terms at a
-    time (about ``_BLOCK_POSTINGS`` postings): each run's slice for the block is read back, sorted
-    into columns and appended to the .npy files on disk. Memory holds one batch, one block, the
-    vocabulary-sized counts and 4 bytes a passage, never the corpus's tokens nor the matrix.
+    postings and written out (12 bytes a posting, on disk). At the end the matrix is assembled a
+    block of consecutive terms at a time (about ``_BLOCK_POSTINGS`` postings, cut at any term: term
+    ids follow first appearance, so the first thousand ids are the commonest words and hold ~40% of
+    all postings); where a block starts in each run is a binary search in that run's sorted terms.
+    Each run's slice for the block is read back, sorted into columns and appended to the .npy files
+    on disk. Memory holds one batch, one block, the vocabulary-sized counts and 4 bytes a passage,
+    never the corpus's tokens nor the matrix.
     """
 
     _NAMES = ("terms", "docs", "tfs")
@@ -204,11 +205,10 @@ class PostingRuns:
         directory.mkdir()
         self._dir = directory
         self._files = [open(directory / name, "w+b") for name in self._NAMES]
-        self._groups = open(directory / "groups", "w+b")  # per run: where each term group starts
-        self._runs: list[tuple[int, int, int, int]] = []  # (first posting, postings, first group, groups)
+        self._runs: list[tuple[int, int]] = []  # (first posting, postings)
         self._lengths: list[np.ndarray] = []
         self._df = np.zeros(1 << 16, dtype=np.int64)
-        self._postings = self._group_entries = 0
+        self._postings = 0
         self.n_docs = 0
         self.n_tokens = 0
 
@@ -228,11 +228,8 @@ class PostingRuns:
         docs = (pairs - terms.astype(np.int64) * n + self.n_docs).astype(np.int32)
         for f, array in zip(self._files, (terms, docs, tf)):
             array.tofile(f)
-        groups = np.searchsorted(terms, np.arange(0, n_vocab + _GROUP, _GROUP, dtype=np.int64)).astype(np.int64)
-        groups.tofile(self._groups)
-        self._runs.append((self._postings, len(pairs), self._group_entries, len(groups)))
+        self._runs.append((self._postings, len(pairs)))
         self._postings += len(pairs)
-        self._group_entries += len(groups)
         if n_vocab > len(self._df):  # grow by doubling: the vocabulary keeps growing
             self._df = np.concatenate([self._df, np.zeros(max(n_vocab, len(self._df)), np.int64)])
         self._df[:n_vocab] += np.bincount(terms, minlength=n_vocab)
@@ -259,15 +256,20 @@ class PostingRuns:
         np.cumsum(df, out=indptr[1:])
         nnz = int(indptr[-1])
         np.save(out / "indptr.csc.index.npy", indptr, allow_pickle=False)
-        for f in (*self._files, self._groups):
+        for f in self._files:
             f.flush()
-        groups = np.memmap(self._dir / "groups", dtype=np.int64, mode="r") if self._group_entries else None
+        bounds = _blocks(indptr, _BLOCK_POSTINGS)
+        # where each block starts in each run: one binary search per run over its sorted terms
+        terms_file = np.memmap(self._dir / "terms", dtype=np.int32, mode="r") if self._postings else np.zeros(0, np.int32)
+        starts = np.array([first + np.searchsorted(terms_file[first : first + size], bounds)
+                           for first, size in self._runs], dtype=np.int64).reshape(len(self._runs), len(bounds))
+        del terms_file
         with open(out / "data.csc.index.npy", "wb") as data_out, open(out / "indices.csc.index.npy", "wb") as index_out:
             np.lib.format.write_array_header_1_0(data_out, {"descr": "<f4", "fortran_order": False, "shape": (nnz,)})
             np.lib.format.write_array_header_1_0(index_out, {"descr": "<i4", "fortran_order": False, "shape": (nnz,)})
             written = 0
-            for g0, g1 in _blocks(indptr, n_vocab):
-                terms, docs, tf = self._read_block(groups, g0, g1)
+            for b in range(len(bounds) - 1):
+                terms, docs, tf = self._read_block(starts[:, b], starts[:, b + 1])
                 written += len(terms)
                 order = np.argsort(terms, kind="stable")  # by term; within a term, runs keep document order
                 terms, docs, tf = terms[order], docs[order], tf[order]
@@ -278,37 +280,35 @@ class PostingRuns:
                 docs.tofile(index_out)
             if written != nnz:  # pragma: no cover - the blocks must cover every posting once
                 raise RuntimeError(f"score matrix has {written} postings, the counts say {nnz}")
-        del groups
         self.close()  # the scratch files are not part of the index
 
-    def _read_block(self, groups: np.ndarray | None, g0: int, g1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The postings of term groups [g0, g1) from every run, in run (document) order."""
+    def _read_block(self, los: np.ndarray, his: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The postings at [lo, hi) of every run (absolute positions), in run (document) order."""
         parts: list[list[np.ndarray]] = [[], [], []]
-        for first, size, group_at, n_groups in self._runs:
-            lo = int(groups[group_at + g0]) if g0 < n_groups else size
-            hi = int(groups[group_at + g1]) if g1 < n_groups else size
+        for lo, hi in zip(los.tolist(), his.tolist()):
             if hi <= lo:
                 continue
             for part, f in zip(parts, self._files):
-                f.seek(4 * (first + lo))
+                f.seek(4 * lo)
                 part.append(np.fromfile(f, dtype=np.int32, count=hi - lo))
         if not parts[0]:
             return (np.zeros(0, np.int32),) * 3
         return tuple(np.concatenate(part) for part in parts)  # type: ignore[return-value]
 
     def close(self) -> None:
-        for f in (*self._files, self._groups):
+        for f in self._files:
             f.close()
         shutil.rmtree(self._dir, ignore_errors=True)  # idempotent: close() may run twice
 
 
-def _blocks(indptr: np.ndarray, n_vocab: int) -> list[tuple[int, int]]:
-    """Consecutive ranges of term groups holding about ``_BLOCK_POSTINGS`` postings each."""
-    n_groups = -(-n_vocab // _GROUP)
-    bounds = indptr[np.minimum(np.arange(n_groups + 1) * _GROUP, n_vocab)]
-    blocks, start = [], 0
-    for g in range(1, n_groups + 1):
-        if bounds[g] - bounds[start] >= _BLOCK_POSTINGS or g == n_groups:
-            blocks.append((start, g))
-            start = g
-    return blocks
+def _blocks(indptr: np.ndarray, postings: int) -> np.ndarray:
+    """Term ids 0 = b_0 < b_1 < ... < b_m = n_vocab cutting the terms into blocks [b_i, b_i+1) of at
+    most ``postings`` postings each, or of one term where that term alone has more (``indptr``: the
+    CSC column starts, one per term, then the total)."""
+    n_vocab, bounds = len(indptr) - 1, [0]
+    while bounds[-1] < n_vocab:
+        start = bounds[-1]
+        # the last term whose block-relative end stays within the budget, at least one term
+        end = int(np.searchsorted(indptr, indptr[start] + postings, side="right")) - 1
+        bounds.append(min(max(end, start + 1), n_vocab))
+    return np.array(bounds, dtype=np.int64)
