@@ -22,6 +22,14 @@ from dynrag.retrieval.base import Hit
 from tests.tiny_models import save_tiny_llama
 
 DYNRAG = [sys.executable, "-m", "dynrag.cli"]
+# What quiet_model_libraries sets: a CLI run in-process by an earlier test (CliRunner) leaves them
+# in this process's environment, which would silence --debug and make the quiet checks vacuous.
+QUIETING = ("HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY", "TRANSFORMERS_NO_ADVISORY_WARNINGS")
+
+
+def plain_env(**extra: str) -> dict[str, str]:
+    """This process's environment without the quieting variables: the command must quiet itself."""
+    return {**{k: v for k, v in os.environ.items() if k not in QUIETING}, **extra}
 
 
 def test_hits_show_their_source_path_and_chunk_number():
@@ -77,7 +85,7 @@ def run_on_a_terminal(args: list[str]) -> str:
     """Run dynrag with stdout and stderr on a pseudo-terminal (as a user's shell does), return all it wrote."""
     master, slave = os.openpty()
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True,
-                            env={**os.environ, "COLUMNS": "120"})
+                            env=plain_env(COLUMNS="120"))
     os.close(slave)
     chunks = []
     while True:
@@ -97,12 +105,13 @@ def test_no_weight_loading_bars_outside_debug(tmp_path):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"id": "a", "text": "the alpha bridge"}\n')
     index = [*DYNRAG, "index", str(corpus), "--dense", "--out"]
-    quiet = subprocess.run([*index, str(tmp_path / "i1")], capture_output=True, text=True, timeout=300)
+    quiet = subprocess.run([*index, str(tmp_path / "i1")], capture_output=True, text=True, timeout=300,
+                           env=plain_env())
     assert quiet.returncode == 0, quiet.stderr
     assert "Loading weights" not in quiet.stderr, quiet.stderr  # the embedder loads silently
     assert "Embedding" in quiet.stderr  # dynrag's own progress stays
     loud = subprocess.run([*DYNRAG, "--debug", "index", str(corpus), "--dense", "--out", str(tmp_path / "i2")],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=plain_env())
     assert "Loading weights" in loud.stderr  # the bars are there to be silenced
 
     model = save_tiny_llama(tmp_path / "tiny")

@@ -84,12 +84,22 @@ def ids(out):
     return [json.loads(line)["id"] for line in (out / "predictions.jsonl").read_text().splitlines()]
 
 
-def test_second_eval_on_the_same_out_fails_at_once_naming_the_holder(tmp_path):
-    data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(8))
+def started_run(tmp_path, n):
+    """(data, out, process) of an eval of n questions that has answered one and waits for tmp_path/go."""
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(n))
     out = tmp_path / "run"
-    first = start(tmp_path, data, out, go=False)
+    proc = start(tmp_path, data, out, go=False)
     try:
-        wait_for_lines(first, out / "predictions.jsonl", 1)
+        wait_for_lines(proc, out / "predictions.jsonl", 1)
+    except BaseException:
+        proc.kill()
+        raise
+    return data, out, proc
+
+
+def test_second_eval_on_the_same_out_fails_at_once_naming_the_holder(tmp_path):
+    data, out, first = started_run(tmp_path, 8)
+    try:
         second = start(tmp_path, data, out, name="second.py", go=False)
         _, err = second.communicate(timeout=120)
         assert second.returncode == 1, err
@@ -105,11 +115,8 @@ def test_second_eval_on_the_same_out_fails_at_once_naming_the_holder(tmp_path):
 
 
 def test_kill_9_frees_the_lock_and_the_next_run_resumes(tmp_path):
-    data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(6))
-    out = tmp_path / "run"
-    proc = start(tmp_path, data, out, go=False)
+    data, out, proc = started_run(tmp_path, 6)
     try:
-        wait_for_lines(proc, out / "predictions.jsonl", 1)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
