@@ -215,6 +215,22 @@ def picklable(job: WorkerJob) -> bool:
     return True
 
 
+def check_execution(*, workers: int | str = 1, dask: str | None = None, concurrency: int = 1) -> None:
+    """``--workers N|auto``, ``--dask ADDRESS`` and ``--concurrency N`` are each valid and exclusive;
+    callers check before they write anything, and `make_executor` checks again for direct callers."""
+    from dynrag.errors import ConfigError
+
+    if concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1 (got {concurrency})")
+    if concurrency > 1 and (dask or workers not in (1, "auto")):
+        raise ConfigError("--concurrency and --workers/--dask: pick one (--concurrency keeps N questions "
+                          "in flight against one model server from this process)")
+    if dask and workers not in (1, "auto"):
+        raise ConfigError("--dask and --workers: pick one (a Dask cluster brings its own workers)")
+    if workers != "auto" and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise ConfigError(f"--workers must be a number >= 1 or 'auto' (got {workers!r})")
+
+
 def make_executor(
     job: WorkerJob, *, workers: int | str = 1, dask: str | None = None, concurrency: int = 1, todo: int = 1,
     progress: bool = False,
@@ -223,14 +239,10 @@ def make_executor(
     sharing one model behind an HTTP server); they are exclusive."""
     from dynrag.errors import ConfigError
 
+    check_execution(workers=workers, dask=dask, concurrency=concurrency)
     if concurrency > 1:
-        if dask or workers not in (1, "auto"):
-            raise ConfigError("--concurrency and --workers/--dask: pick one (--concurrency keeps N questions "
-                              "in flight against one model server from this process)")
         return Threads(job, min(concurrency, max(todo, 1)), progress)
     if dask:
-        if workers not in (1, "auto"):
-            raise ConfigError("--dask and --workers: pick one (a Dask cluster brings its own workers)")
         from dynrag.eval.dask_cluster import DaskCluster
 
         return DaskCluster(job, dask)
@@ -238,8 +250,6 @@ def make_executor(
         # A caller's method factory that cannot be sent to another process (a closure) runs here.
         n = auto_workers(job.config["model"], todo) if picklable(job) else 1
     else:
-        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-            raise ConfigError(f"--workers must be a number >= 1 or 'auto' (got {workers!r})")
         n = min(workers, max(todo, 1))
         if n > 1 and not picklable(job):
             raise ConfigError(f"--workers {workers}: the method factory cannot be sent to worker processes "

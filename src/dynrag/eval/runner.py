@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dynrag.errors import ConfigError, DataError
 from dynrag.io import atomic_write_json, atomic_write_text
 from dynrag.eval.boundary import knowledge_boundary
-from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, make_executor
+from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, check_execution, make_executor
 from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases
 from dynrag.eval.metrics import Scorer, open_scorer
 from dynrag.eval.steps import check_corpus, corpus_index, load_questions
@@ -227,6 +227,7 @@ def run_eval(
     """Run (or resume) an evaluation; returns the summary written to summary.json."""
     console = console or Console(stderr=True, emoji=False)
     config = resolve_config(req)
+    check_execution(workers=req.workers, dask=req.dask, concurrency=req.concurrency)  # before anything is written
     check_concurrency(req.concurrency, config["model"], custom_method=method_factory is not None)
     spec = dataset_spec(config["dataset"])
     aliases = load_aliases(Path(req.aliases)) if req.aliases else None
@@ -291,8 +292,6 @@ def _finished(out: Path, console: Console) -> list[dict[str, Any]]:
 def check_concurrency(concurrency: int, model: str, custom_method: bool = False) -> None:
     from dynrag.lm.loader import is_http_spec
 
-    if concurrency < 1:
-        raise ConfigError(f"--concurrency must be at least 1 (got {concurrency})")
     if concurrency > 1 and not custom_method and not is_http_spec(model):
         raise ConfigError(
             f"--concurrency {concurrency} needs a model behind an HTTP server (--model openai:BASE_URL#MODEL); "
