@@ -348,7 +348,8 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     wanted = {(s.dataset, s.baseline) for s in todo if s.baseline} | {(s.dataset, s.key) for s in todo}
     # a row's baseline runs before it, once
     todo = [s for s in table.runs if (s.dataset, s.key) in wanted and s.dataset in found]
-    todo.sort(key=lambda s: (s.dataset, s.key not in {b.baseline for b in table.runs}))
+    baselines = {s.baseline for s in table.runs if s.baseline}
+    todo.sort(key=lambda s: s.key not in baselines)  # stable: table order otherwise
     for i, spec in enumerate(todo, 1):
         out = run_dir(req, spec)
         console.print(f"[bold]run {i}/{len(todo)}[/bold] {spec.dataset} {spec.label}: {out}")
