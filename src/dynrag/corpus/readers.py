@@ -128,10 +128,7 @@ def count_records(source: str | Path) -> int | None:
         return None
     lines = 0
     last = b"\n"
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
+    f = _open_binary(path)
     with f, _read_errors(path):
         for block in iter(lambda: f.read(1 << 22), b""):
             lines += block.count(b"\n")
@@ -143,10 +140,7 @@ def count_records(source: str | Path) -> int | None:
 def read_jsonl(path: str | Path) -> Iterator[Passage]:
     """Yield one Passage per non-blank line of a JSONL file of {id, title?, text} objects."""
     path = Path(path)
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
+    f = _open_binary(path)
     with f, _read_errors(path):
         # Binary lines so that a non-UTF-8 byte is reported with its line, not mid-iteration.
         for lineno, raw in enumerate(f, start=1):
@@ -157,6 +151,14 @@ def read_jsonl(path: str | Path) -> Iterator[Passage]:
             except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
                 raise DataError(str(path), f"not valid JSON: {e}", lineno) from e
             yield _passage_from_record(record, str(path), lineno)
+
+
+def _open_binary(path: Path):
+    """The file opened for reading bytes; an OS refusal is a DataError naming it and why."""
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
 
 
 @contextmanager
@@ -172,10 +174,7 @@ def _read_errors(path: Path) -> Iterator[None]:
 def read_tsv(path: str | Path) -> Iterator[Passage]:
     """Yield passages from a DPR-style TSV (psgs_w100.tsv) whose header names id, text, title."""
     path = Path(path)
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise DataError(str(path), f"cannot open: {e.strerror or e}") from e
+    f = _open_binary(path)
     with f, _read_errors(path):
         # Lines are decoded one at a time, so a bad byte is reported on its own line (a text-mode
         # file decodes a block ahead, and csv's line count then names an earlier line).
