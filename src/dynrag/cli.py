@@ -200,7 +200,7 @@ def ask(
     ),
     model: Optional[str] = typer.Option(
         None, "--model", metavar="SPEC",
-        help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL; local ones optionally ?kv_reuse=recent|prefix|off",
+        help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL; local ones optionally ?kv_reuse=recent|prefix|off&lookup=N",
     ),
     option: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="Method option (repeatable)."),
     preset: Optional[str] = typer.Option(

@@ -18,9 +18,11 @@ def test_spec_options_are_split_off_and_typed():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("bundled?reuse=off", "unknown option 'reuse'; valid options: kv_reuse, kv_slots"),
+    ("bundled?reuse=off", "unknown option 'reuse'; valid options: kv_reuse, kv_slots, lookup"),
     ("bundled?kv_reuse=sometimes", "'recent', 'prefix' or 'off'"),
     ("bundled?kv_slots=0", "kv_slots"),
+    ("bundled?lookup=-1", "lookup"),
+    ("bundled?lookup=many", "lookup"),
     ("bundled?kv_reuse", "expected KEY=VALUE"),
 ])
 def test_bad_spec_options_name_the_spec_and_the_key(spec, message):
@@ -33,9 +35,11 @@ def test_a_model_directory_loads_with_its_options(tmp_path):
     tok = tiny_tokenizer()
     tiny_llama(len(tok)).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
-    lm = load_lm(f"hf:{tmp_path}?kv_reuse=off&kv_slots=2")
+    lm = load_lm(f"hf:{tmp_path}?kv_reuse=off&kv_slots=2&lookup=0")
     assert lm.kv_reuse == "off" and lm._kv.slots == 2 and lm.name == f"hf:{tmp_path}"
-    assert load_lm(f"hf:{tmp_path}").kv_reuse == "recent"
+    assert lm.draft_tokens == 0
+    default = load_lm(f"hf:{tmp_path}")
+    assert default.kv_reuse == "recent" and default.draft_tokens == 5
 
 
 def test_an_eval_run_keeps_the_model_options_of_its_spec(tmp_path):

@@ -118,13 +118,16 @@ KV_REUSE_MODES: tuple[str, ...] = ("recent", "prefix", "off")
 
 @dataclass
 class PrefillCounts:
-    """What the calls of one model cost in prefill, summed since the model was made."""
+    """What the calls of one model cost in prefill (and what drafts saved in decoding), summed since
+    the model was made."""
 
     calls: int = 0  # forward passes over a prompt (generate, next_token_logprobs)
     prompt_tokens: int = 0  # tokens of those prompts
     reused_tokens: int = 0  # of them, taken from a cached sequence instead of computed
     hits: int = 0  # calls that reused more than the pinned prefix
     pinned_tokens: int = 0  # computed to pin a marked prefix (once per distinct prefix)
+    draft_proposed: int = 0  # prompt-lookup draft tokens fed for verification (lm/lookup.py)
+    draft_accepted: int = 0  # of them, the ones greedy decoding then chose: forward passes saved
 
     @property
     def prefilled_tokens(self) -> int:

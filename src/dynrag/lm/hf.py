@@ -10,7 +10,8 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from dynrag.lm.base import Capabilities, Generation, KVReuseMode, PrefillCounts, Prompt
 from dynrag.lm.capture import install_recorder
-from dynrag.lm.kv_reuse import KVReuse
+from dynrag.lm.kv_reuse import KVReuse, croppable, drop_last
+from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS, lookup_draft
 from dynrag.lm.stopping import DecodeState, StopWhen, stop_after_position, stop_position, trim_to
 
 # Pieces are decoded with a few tokens of left context so multi-byte characters and
@@ -32,6 +33,7 @@ class HFLanguageModel:
         name: str,
         kv_reuse: KVReuseMode = "recent",
         kv_slots: int = 4,
+        draft_tokens: int = DEFAULT_DRAFT_TOKENS,
     ):
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -39,6 +41,8 @@ class HFLanguageModel:
         self.context_window = model_context_window(model, tokenizer)
         self._recorder = install_recorder(self.model)
         self._kv = KVReuse(self.model.config, kv_reuse, kv_slots)
+        # Prompt-lookup drafts verified per forward pass (lm/lookup.py); 0: one token per pass.
+        self.draft_tokens = draft_tokens
         eos = getattr(model.generation_config, "eos_token_id", None)
         if eos is None:
             eos = tokenizer.eos_token_id
@@ -95,6 +99,16 @@ class HFLanguageModel:
         through = self.tokenizer.decode(window, skip_special_tokens=False)
         return through[len(before) :] if through.startswith(before) else self.tokenizer.decode(window[-1:])
 
+    def _drop_drafts(self, cache: DynamicCache, fed: list[int], ahead: list, prompt_length: int) -> None:
+        """Take the drafts still unconfirmed out of the cache, `fed` and the recorded rows (one
+        row per generated token fed, when attention is captured)."""
+        if not ahead:
+            return
+        drop_last(cache, len(ahead))
+        del fed[-len(ahead):]
+        del self._recorder.rows[len(fed) - prompt_length:]
+        ahead.clear()
+
     @torch.inference_mode()
     def generate(
         self,
@@ -118,10 +132,15 @@ class HFLanguageModel:
             input_ids=torch.tensor([prompt_ids[done:]], device=device), cache=cache, use_cache=True,
             logits_to_keep=1,
         ).logits[0, -1]
-        recorder.reset(active=capture_attention)
-        fed = list(prompt_ids)  # the tokens the cache holds, kept for the next call to reuse
+        drafting = self.draft_tokens > 0 and croppable(cache)
+        # With drafts a forward pass feeds several tokens, so every query row of it is recorded.
+        recorder.reset(active=capture_attention, all_rows=drafting)
+        fed = list(prompt_ids)  # the tokens the cache holds (unconfirmed drafts too)
+        ahead: list[tuple[int, torch.Tensor]] = []  # fed drafts, each with the logits that follow it
 
-        state = DecodeState(len(prompt_ids), [], [], [], [], recorder.rows, [])
+        # The callback sees the rows of the tokens before the newest, as without drafts.
+        visible_rows: list[np.ndarray] = []
+        state = DecodeState(len(prompt_ids), [], [], [], [], visible_rows, [])
         ids, pieces, logprobs, entropies = state.token_ids, state.pieces, state.logprobs, state.entropies
         text = ""
         stop_reason = "length"
@@ -141,6 +160,7 @@ class HFLanguageModel:
             pieces.append(piece)
             if stop_when is not None:
                 state.raw_tokens.append(self.tokenizer.convert_ids_to_tokens(token))
+                visible_rows.extend(recorder.rows[len(visible_rows) : len(ids) - 1])
             text += piece
             cut, stop_reason = stop_position(text, stop, len(piece)), "stop"
             if cut is None:
@@ -154,10 +174,22 @@ class HFLanguageModel:
                 break
             if len(ids) == max_new_tokens:
                 break
-            logits = self.model(
-                input_ids=torch.tensor([[token]], device=device), cache=cache, use_cache=True
-            ).logits[0, -1]
-            fed.append(token)
+            if ahead and ahead[0][0] == token:
+                logits = ahead.pop(0)[1]  # the draft was right: its keys are cached already
+                self._kv.counts.draft_accepted += 1
+                continue
+            self._drop_drafts(cache, fed, ahead, len(prompt_ids))
+            draft = lookup_draft([*fed, token], min(self.draft_tokens, max_new_tokens - len(ids) - 1)) if drafting else []
+            feed = [token, *draft]
+            out = self.model(
+                input_ids=torch.tensor([feed], device=device), cache=cache, use_cache=True,
+                logits_to_keep=len(feed),
+            ).logits[0]
+            fed.extend(feed)
+            logits = out[0]
+            ahead = list(zip(draft, out[1:]))
+            self._kv.counts.draft_proposed += len(draft)
+        self._drop_drafts(cache, fed, ahead, len(prompt_ids))
         attention = None
         if capture_attention:
             rows = recorder.rows[: len(ids)]

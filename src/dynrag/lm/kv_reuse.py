@@ -67,6 +67,18 @@ def prefix_copy(cache: DynamicCache, n: int) -> DynamicCache:
     return out
 
 
+def drop_last(cache: DynamicCache, n: int) -> None:
+    """Remove the last `n` positions from every layer of a croppable cache, in place."""
+    if n <= 0:
+        return
+    if not croppable(cache):
+        raise ValueError("this cache's layers cannot be cut back")
+    for layer in cache.layers:
+        if layer.is_initialized:
+            layer.keys = layer.keys[..., :-n, :]
+            layer.values = layer.values[..., :-n, :]
+
+
 def common_prefix(a: tuple[int, ...], b: list[int]) -> int:
     n = min(len(a), len(b))
     i = 0

@@ -11,6 +11,7 @@ from pydantic import Field
 from dynrag.errors import ConfigError, DynragError
 from dynrag.lm.base import KVReuseMode, LanguageModel
 from dynrag.lm.bundled import BUNDLED_MODELS, DEFAULT_BUNDLED, ensure_converted, package_dir, resolve_bundled
+from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS
 from dynrag.registry import Options, parse_model, parse_pairs
 
 SPEC_FORMS = (
@@ -31,6 +32,11 @@ class ModelOptions(Options):
         "the instruction and exemplars; off: prefill every prompt whole",
     )
     kv_slots: int = Field(4, ge=1, le=64, description="recent calls whose key/value caches are kept")
+    lookup: int = Field(
+        DEFAULT_DRAFT_TOKENS, ge=0, le=16,
+        description="prompt-lookup decoding: up to N tokens copied from earlier text are checked in the "
+        "same forward pass as the newest token (the same output, fewer passes); 0: one token per pass",
+    )
 
 
 def describe_specs() -> str:
@@ -174,7 +180,8 @@ def _load_hf_dir(target: str | Path, name: str, options: ModelOptions | None = N
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DynragError(f"cannot load model {name!r}: {first_line}") from exc
     options = options or ModelOptions()
-    return HFLanguageModel(model, tokenizer, name=name, kv_reuse=options.kv_reuse, kv_slots=options.kv_slots)
+    return HFLanguageModel(model, tokenizer, name=name, kv_reuse=options.kv_reuse, kv_slots=options.kv_slots,
+                           draft_tokens=options.lookup)
 
 
 def _converted_gguf(directory: Path, gguf_file: str, name: str) -> Path:
