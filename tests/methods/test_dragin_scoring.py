@@ -13,6 +13,7 @@ from dynrag.methods.dragin.scoring import (
     reference_trigger,
     reference_word_weights,
     rind_scores,
+    settled_trigger,
     word_attention,
     word_entropy,
 )
@@ -71,6 +72,27 @@ def test_first_trigger_is_strictly_greater():
     assert first_trigger([0.1, 0.2, 0.3], 0.15) == 1
     assert first_trigger([], 0.0) is None
     assert isinstance(first_trigger([1.0], 0.0), int)
+
+
+def test_a_trigger_is_settled_once_no_earlier_word_can_still_cross():
+    # EXPECTED_S with theta 0.5: word 0 crosses (0.6); nothing comes before it, so it is final.
+    assert settled_trigger(EXPECTED_S, H, CONTENT, 0.5, complete=4) == 0
+    # theta 0.1: word 0 crosses first again.
+    assert settled_trigger(EXPECTED_S, H, CONTENT, 0.1, complete=4) == 0
+    # Word 2 is the first over 0.15 when word 0 is held back (-inf: may not trigger).
+    scores = [-np.inf, 0.0, 0.2, 0.0]
+    # Word 1 (H 2.0) is no content word (its score stays 0), so word 2 is settled.
+    assert settled_trigger(scores, H, CONTENT, 0.15, complete=4) == 2
+    # Made a content word, word 1 could reach 2.0 * 1 > 0.15 with more text: not settled.
+    assert settled_trigger(scores, H, [True, True, True, True], 0.15, complete=4) is None
+    # A content word before it whose entropy is at most theta can never cross: settled.
+    assert settled_trigger([0.1, 0.0, 0.2, 0.0], [0.15, 0.0, 0.5, 0.3], [True] * 4, 0.15, complete=4) == 2
+    assert settled_trigger([0.1, 0.0, 0.2, 0.0], [0.16, 0.0, 0.5, 0.3], [True] * 4, 0.15, complete=4) is None
+    # Only complete words count: word 2 may still grow.
+    assert settled_trigger(scores, H, CONTENT, 0.15, complete=2) is None
+    assert settled_trigger([], [], [], 0.1, complete=0) is None
+    with pytest.raises(ValueError, match="one entry per word"):
+        settled_trigger([0.1], [0.1, 0.2], [True], 0.1, complete=1)
 
 
 def test_word_entropy_is_the_mean_over_tokens():

@@ -68,6 +68,20 @@ def test_dragin_threshold_zero_retrieves_with_a_query(lm, index, builder):
     assert first.kept_text.split() == words[: first.details["trigger"]]
 
 
+@pytest.mark.parametrize("theta", [0.0, 0.5])
+def test_dragin_settled_stop_decides_as_waiting_for_the_sentence_end_with_fewer_tokens(lm, index, builder, theta):
+    options = dict(theta=theta, max_new_tokens=40, chunk_tokens=16, max_retrievals=2)
+    waiting = run("dragin", lm, index, builder, settled_stop=False, **options)
+    settled = run("dragin", lm, index, builder, settled_stop=True, **options)
+    assert settled.text == waiting.text
+    assert [(r.query, r.position) for r in settled.trace.retrievals] == [
+        (r.query, r.position) for r in waiting.trace.retrievals]
+    assert settled.trace.generated_tokens <= waiting.trace.generated_tokens
+    if theta == 0.0:  # the first content word triggers, settled as soon as the next word starts
+        assert waiting.trace.retrievals
+        assert settled.trace.generated_tokens < waiting.trace.generated_tokens
+
+
 def test_dragin_infinite_threshold_answers_like_direct(lm, index, builder):
     dragin = run("dragin", lm, index, builder, theta=1e9, max_new_tokens=24, chunk_tokens=64)
     direct = build_method("direct", lm, None, {"max_new_tokens": 24}, builder).answer(QUESTION)

@@ -23,6 +23,7 @@ from dynrag.methods.dragin.scoring import (
     qfs_select,
     reference_trigger,
     rind_scores,
+    settled_trigger,
     word_attention,
     word_entropy,
 )
@@ -54,6 +55,11 @@ class DraginOptions(IterativeOptions):
     query_words: int = Field(25, ge=1, description="QFS: content words in the query")
     chunk_tokens: int = Field(64, ge=4, description="tokens decoded per step before checking")
     early_stop: bool = Field(True, description="paper variant: stop decoding at the end of the sentence where a trigger fired")
+    settled_stop: bool = Field(
+        True,
+        description="paper variant, with early_stop: stop as soon as the first trigger can no longer change "
+        "(no earlier word can still cross theta), before the sentence ends; the same decisions, fewer tokens",
+    )
     content_words: Literal["stopwords", "pos"] = Field(
         "stopwords", description="content-word rule: a stopword list, or part of speech from a spaCy pipeline"
     )
@@ -184,12 +190,15 @@ class Dragin(IterativeMethod):
         return self.finish(state)
 
     def _trigger_watch(self, protect_first_sentence: bool):
-        """A decoding callback: at each sentence end, stop if a finished sentence holds a trigger."""
+        """A decoding callback: stop when a finished sentence holds a trigger, or (settled_stop) as
+        soon as the first trigger is settled before its sentence ends (scoring.settled_trigger)."""
         theta = self.theta
         content = self._content
+        settled = self.options.settled_stop
 
         def watch(state) -> bool:
-            if not state.pieces or not ends_sentence(state.pieces[-1]):
+            at_sentence_end = bool(state.pieces) and ends_sentence(state.pieces[-1])
+            if not at_sentence_end and not settled:
                 return False
             n = len(state.token_ids)
             p = state.prompt_length
@@ -198,7 +207,11 @@ class Dragin(IterativeMethod):
                 matrix[t, : t + 1] = row[p : p + t + 1]
             scored = paper_scores(state.raw_tokens, state.pieces, state.entropies, matrix, content)
             eligible = scored.sentence >= (1 if protect_first_sentence else 0)
-            return first_trigger(np.where(eligible, scored.scores, -np.inf), theta) is not None
+            scores = np.where(eligible, scored.scores, -np.inf)
+            if at_sentence_end:
+                return first_trigger(scores, theta) is not None
+            complete = len(scored.words) - 1  # the newest word may still grow
+            return settled_trigger(scores, scored.entropy, scored.content, theta, complete) is not None
 
         return watch
 

@@ -103,6 +103,33 @@ def first_trigger(scores: ArrayLike, theta: float) -> int | None:
     return int(hits[0]) if hits.size else None
 
 
+def settled_trigger(
+    scores: ArrayLike, entropy: ArrayLike, content: ArrayLike, theta: float, complete: int
+) -> int | None:
+    """The first trigger, when no text still to come can change which word it is; else None.
+
+    Only the first ``complete`` words are final (the last word may still grow). Later words can only
+    raise a score: ``S[i] = H[i] * max_{j > i} W[j, i] * s[i]`` takes a max over more rows, and
+    ``W <= 1`` because an attention row sums to 1, so word i can never score above
+    ``H[i] * s[i]``. The first complete word over ``theta`` (scores of -inf mark words that may not
+    trigger) is therefore the final first trigger when every word before it is either unable to
+    trigger (-inf) or bounded by ``H * s <= theta``.
+    """
+    arr = _vector(scores, "scores")
+    h = _vector(entropy, "entropy")
+    c = _vector(content, "content", dtype=bool)
+    if not arr.shape == h.shape == c.shape:
+        raise ValueError(
+            f"scores, entropy and content must have one entry per word; got {arr.shape[0]}, {h.shape[0]}, {c.shape[0]}"
+        )
+    first = first_trigger(arr[: max(0, complete)], theta)
+    if first is None:
+        return None
+    earlier = slice(0, first)
+    can_still_cross = np.isfinite(arr[earlier]) & c[earlier] & (h[earlier] > theta)
+    return None if can_still_cross.any() else first
+
+
 def qfs_select(weights: ArrayLike, words: Sequence[str], content: ArrayLike, n: int) -> list[str]:
     """QFS query words: the ``n`` content words with the largest ``weights``, in text order.
 
@@ -277,6 +304,7 @@ __all__ = [
     "reference_scores",
     "reference_token_weights",
     "rind_scores",
+    "settled_trigger",
     "word_attention",
     "word_entropy",
 ]
