@@ -77,7 +77,12 @@ def answer_record(method, lm, example, method_name: str, mode: str) -> dict:
 
 def run(args, examples, methods: list[str], options: dict[str, dict[str, str]]) -> None:
     done = {(r["method"], r["id"], r["mode"]) for r in read_jsonl(args.log, repair=True)}
-    todo = [(m, ex) for m in methods for ex in examples if any((m, ex.id, mode) not in done for mode in MODES)]
+    # --interleave answers each question with every method before the next question, so that a
+    # shared machine's load falls on the methods alike and their ratio to `single` is fair.
+    pairs = ([(m, ex) for ex in examples for m in methods] if args.interleave
+             else [(m, ex) for m in methods for ex in examples])
+    position = {ex.id: k for k, ex in enumerate(examples)}  # which mode goes first alternates by question
+    todo = [(m, ex) for m, ex in pairs if any((m, ex.id, mode) not in done for mode in MODES)]
     if not todo:
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,7 +96,7 @@ def run(args, examples, methods: list[str], options: dict[str, dict[str, str]]) 
         with JsonlAppender(args.log) as log:
             built: dict[tuple[str, str], object] = {}
             for i, (name, ex) in enumerate(todo):
-                order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
+                order = list(MODES) if position[ex.id] % 2 == 0 else list(reversed(MODES))
                 for mode in order:
                     if (name, ex.id, mode) in done:
                         continue
@@ -187,6 +192,8 @@ def main() -> None:
     ap.add_argument("--option", action="append", default=[], help="METHOD:KEY=VALUE, e.g. dragin:theta=0.1")
     ap.add_argument("--log", default="runs/bench-dynamic.jsonl", help="per-answer JSONL (resumes from it)")
     ap.add_argument("--results", help="append the markdown section to this file")
+    ap.add_argument("--interleave", action="store_true",
+                    help="question by question, every method in turn (fair ratios between methods)")
     args = ap.parse_args()
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
