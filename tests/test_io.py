@@ -18,6 +18,7 @@ from dynrag.io import (
     JsonlAppender,
     LockedError,
     atomic_directory,
+    read_json,
     atomic_file,
     atomic_write_json,
     atomic_write_text,
@@ -192,3 +193,15 @@ def test_lock_names_holder_and_is_freed_by_kill_9(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_read_json_names_the_file_and_what_it_should_hold(tmp_path):
+    good = tmp_path / "config.json"
+    good.write_text('{"a": [1, 2]}', encoding="utf-8")
+    assert read_json(good, "run config") == {"a": [1, 2]}
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"a": ', encoding="utf-8")
+    with pytest.raises(DataError, match=r"broken\.json: unreadable run config \(Expecting value"):
+        read_json(bad, "run config")
+    with pytest.raises(DataError, match=r"missing\.json: unreadable summary \("):
+        read_json(tmp_path / "missing.json", "summary")

@@ -160,6 +160,15 @@ def atomic_write_json(path: str | Path, data: Any, indent: int | None = 2) -> No
     atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=indent) + "\n")
 
 
+def read_json(path: str | Path, what: str) -> Any:
+    """The JSON value in `path`; a file that cannot be read or parsed is a DataError naming it
+    and `what` it should have held ("unreadable run config (...)")."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(str(path), f"unreadable {what} ({exc})") from exc
+
+
 # ---- directories ------------------------------------------------------------------------------
 
 _BUILD = "build"

@@ -10,7 +10,6 @@ RNG as safetensors, the step and run identity as JSON, all in one directory swap
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from dynrag.errors import DataError
-from dynrag.io import atomic_directory, atomic_write_json
+from dynrag.io import atomic_directory, atomic_write_json, read_json
 
 STATE_FORMAT = "dynrag-train-state/1"
 CHECKPOINT_DIR = "checkpoint"
@@ -49,10 +48,7 @@ def read_state_meta(directory: Path) -> dict[str, Any] | None:
     path = Path(directory) / "state.json"
     if not path.exists():
         return None
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(str(path), f"unreadable training state ({exc})") from exc
+    meta = read_json(path, "training state")
     if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
         raise DataError(str(path), f"not a training state of format {STATE_FORMAT!r}")
     return meta

@@ -29,7 +29,7 @@ from dynrag.eval.loaders import QAExample, dataset_spec, load_aliases
 from dynrag.eval.rundir import config_differences
 from dynrag.eval.runner import file_sha256, resolve_model
 from dynrag.eval.steps import check_corpus, corpus_index, load_questions
-from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, read_jsonl
+from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, read_json, read_jsonl
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.deeprag.narrative import Narrative, NarrativeStep, load_exemplars, trained_prompt_shots
 from dynrag.methods.deeprag.writer import NarrativeWriter
@@ -125,12 +125,7 @@ def open_output(out: Path, config: dict[str, Any]) -> None:
             raise ConfigError(f"{out}: has {TRAJECTORIES} but no {MANIFEST}; choose another --out")
         atomic_write_json(path, config)
         return
-    import json
-
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(str(path), f"unreadable synth manifest ({exc})") from exc
+    old = read_json(path, "synth manifest")
     # Which questions are searched (--skip, --limit) may change between runs: a rerun with a
     # larger --limit goes on with more questions, a smaller one summarises the ones asked for.
     diffs = config_differences({k: v for k, v in old.items() if k not in SELECTION},

@@ -6,7 +6,6 @@ data gets DeepRAG's four knowledge-boundary figures against it (eval/boundary.py
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from dynrag.eval.boundary import knowledge_boundary
 from dynrag.eval.loaders import dataset_spec
 from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions, run_kind, unique_by_id
 from dynrag.eval.summary import summarize
+from dynrag.io import read_json
 
 
 def load_run(run_dir: Path) -> dict[str, Any]:
@@ -29,10 +29,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     if kind not in ("eval", None):
         raise DataError(str(run_dir), f"a `dynrag {kind}` directory; compare reads `dynrag eval` runs")
     if path.exists():
-        try:
-            summary = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise DataError(str(path), f"unreadable summary ({exc})") from exc
+        summary = read_json(path, "summary")
     else:
         config = read_config(run_dir)
         if config is None:

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from dynrag.data import data_path
 from dynrag.errors import ConfigError, DataError
+from dynrag.io import read_json
 from dynrag.registry import Options, Registry
 
 # Where each dataset's dev file sits in a folder laid out like ../shared/data (`--data-dir`).
@@ -43,10 +44,7 @@ UNCAPPED = {"k": 3, "max_retrievals": 100, "max_steps": 200}
 def published() -> dict[str, Any]:
     """The typed published numbers and released settings (``data/published.json``)."""
     path = data_path("published.json")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(str(path), f"unreadable published numbers ({exc})") from exc
+    return read_json(path, "published numbers")
 
 
 @dataclass(frozen=True)

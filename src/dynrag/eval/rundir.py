@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, atomic_write_text, json_line, read_jsonl
+from dynrag.io import (
+    DirectoryLock, JsonlAppender, atomic_write_json, atomic_write_text, json_line, read_json, read_jsonl,
+)
 
 CONFIG, PREDICTIONS, SUMMARY_JSON, SUMMARY_MD = "config.json", "predictions.jsonl", "summary.json", "summary.md"
 CONFIG_YAML = "config.yaml"
@@ -102,10 +104,7 @@ def read_config(run_dir: Path) -> dict[str, Any] | None:
     path = Path(run_dir) / CONFIG
     if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(str(path), f"unreadable run config ({exc})") from exc
+    data = read_json(path, "run config")
     if not isinstance(data, dict):
         raise DataError(str(path), "run config must be a JSON object")
     return data
