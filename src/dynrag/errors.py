@@ -15,6 +15,13 @@ class DataError(DynragError):
         self.line = line
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (library errors run to many lines), or its type's
+    name when the message is empty: what a one-line error can quote."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class IndexError_(DynragError):
     """A missing, corrupt or incompatible index directory."""
 

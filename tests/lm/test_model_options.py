@@ -47,3 +47,16 @@ def test_an_eval_run_keeps_the_model_options_of_its_spec(tmp_path):
     assert resolved.startswith("bundled:") and resolved.endswith("?kv_reuse=prefix")
     (tmp_path / "config.json").write_text("{}")  # the spec is checked before a run is written
     assert resolve_model(f"hf:{tmp_path}?kv_reuse=off") == f"hf:{tmp_path}?kv_reuse=off"
+
+
+def test_a_directory_transformers_cannot_load_is_one_line_naming_the_spec(tmp_path):
+    from dynrag.errors import DynragError, first_line
+
+    (tmp_path / "config.json").write_text("{}")  # passes the file-system check, not transformers
+    spec = f"hf:{tmp_path}"
+    with pytest.raises(DynragError) as err:
+        load_lm(spec)
+    message = str(err.value)
+    assert message.startswith(f"cannot load model {spec!r}: ") and "\n" not in message
+    assert first_line(ValueError("  first\nsecond  ")) == "first"
+    assert first_line(OSError()) == "OSError"

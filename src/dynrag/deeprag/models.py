@@ -43,19 +43,12 @@ def plain_model(model: Any) -> Any:
 
 def load_trainable(spec: str, progress: bool = True) -> tuple[Any, Any, str]:
     """(model in train mode, tokenizer, where it came from) for a model spec."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from dynrag.lm.loader import model_directory
+    from dynrag.lm.loader import load_pretrained, model_directory
 
     if spec.strip().startswith("openai:"):
         raise ConfigError(f"--model {spec!r}: a model behind an HTTP server cannot be trained; pass local weights")
     source = model_directory(spec, progress=progress)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
-    except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DynragError(f"cannot load model {spec!r} for training: {first}") from exc
+    model, tokenizer = load_pretrained(source, f"{spec!r} for training")
     return plain_model(model).train(), tokenizer, str(source)
 
 

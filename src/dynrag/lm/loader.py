@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
-from dynrag.errors import ConfigError, DynragError
+from dynrag.errors import ConfigError, DynragError, first_line
 from dynrag.lm.base import KVReuseMode, LanguageModel
 from dynrag.lm.bundled import BUNDLED_MODELS, DEFAULT_BUNDLED, ensure_converted, package_dir, resolve_bundled
 from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS
@@ -165,20 +166,27 @@ def is_http_spec(spec: str) -> bool:
     return spec.strip().startswith("openai:")
 
 
-def _load_hf_dir(target: str | Path, name: str, options: ModelOptions | None = None) -> LanguageModel:
+def load_pretrained(target: str | Path, label: str) -> tuple[Any, Any]:
+    """(float32 causal LM, tokenizer) from a transformers directory or cached hub id; a failure is
+    one line, "cannot load model LABEL: <the library's first line>"."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(target)
+        model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
+    except (OSError, ValueError) as exc:
+        raise DynragError(f"cannot load model {label}: {first_line(exc)}") from exc
+    return model, tokenizer
+
+
+def _load_hf_dir(target: str | Path, name: str, options: ModelOptions | None = None) -> LanguageModel:
     from transformers.utils import logging as hf_logging
 
     from dynrag.lm.hf import HFLanguageModel
 
     hf_logging.disable_progress_bar() if not _is_tty() else None
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(target)
-        model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
-    except (OSError, ValueError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DynragError(f"cannot load model {name!r}: {first_line}") from exc
+    model, tokenizer = load_pretrained(target, repr(name))
     options = options or ModelOptions()
     return HFLanguageModel(model, tokenizer, name=name, kv_reuse=options.kv_reuse, kv_slots=options.kv_slots,
                            draft_tokens=options.lookup)

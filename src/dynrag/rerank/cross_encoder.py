@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dynrag.errors import ConfigError, DynragError
+from dynrag.errors import ConfigError, DynragError, first_line
 from dynrag.rerank.base import passage_text, ranked
 from dynrag.retrieval.base import Hit
 
@@ -39,8 +39,7 @@ class CrossEncoderReranker:
             tokenizer = AutoTokenizer.from_pretrained(directory)
             model = AutoModelForSequenceClassification.from_pretrained(directory)
         except (OSError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise DynragError(f"cannot load cross-encoder model {path}: {first}") from exc
+            raise DynragError(f"cannot load cross-encoder model {path}: {first_line(exc)}") from exc
         return cls(model, tokenizer, str(path), **kwargs)
 
     def scores(self, query: str, hits: list[Hit]) -> np.ndarray:
