@@ -7,10 +7,11 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
+from dynrag.lm.base import Capabilities, Generation, Prompt
 from dynrag.methods.base import Answer, Retrieval, Step, Trace
 from dynrag.retrieval.base import BatchSearch, Hit
 
@@ -124,3 +125,86 @@ class FakeMethodFactory:
 
         method.answer = answer  # type: ignore[method-assign]
         return method
+
+
+class ScriptedLM:
+    """A LanguageModel whose continuations come from a script: exact control over what a method sees.
+
+    ``reply(prompt_text) -> str`` decides each continuation; generate() cuts it at a stop string and
+    at ``max_new_tokens`` words (one "token" per word here), and records every prompt it was given.
+    With ``scores(prompt_text, candidates)`` it also has the ``next_token_logprobs`` capability.
+    """
+
+    capabilities = Capabilities(attention=False, logprobs=True)
+
+    def __init__(self, reply: Callable[[str], str], name: str = "scripted",
+                 scores: Callable[[str, Sequence[str]], Sequence[float]] | None = None):
+        self.reply, self.name = reply, name
+        self.prompts: list[str] = []
+        if scores is not None:  # the capability exists only then
+            self.scores = scores
+            self.next_token_logprobs = self._next_token_logprobs
+            self.capabilities = Capabilities(attention=False, logprobs=True, next_token_logprobs=True)
+
+    def _next_token_logprobs(self, prompt, candidates):
+        text = Prompt.of(prompt).text
+        self.prompts.append(text)
+        return np.asarray(self.scores(text, list(candidates)), dtype=np.float64)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def generate(self, prompt, max_new_tokens, stop=(), capture_attention=False, stop_after=(), stop_when=None):
+        prompt = Prompt.of(prompt)
+        self.prompts.append(prompt.text)
+        text = self.reply(prompt.text)
+        reason = "eos"
+        for s in stop:
+            if s and s in text:
+                text, reason = text[: text.index(s)], "stop"
+        words = text.split(" ")
+        if len(words) > max_new_tokens:
+            text, reason = " ".join(words[:max_new_tokens]), "length"
+        pieces = [w if i == 0 else " " + w for i, w in enumerate(text.split(" "))] if text else []
+        n = len(pieces)
+        return Generation(
+            prompt=prompt, prompt_token_ids=[], prompt_offsets=[], prompt_raw_tokens=[],
+            token_ids=list(range(n)), pieces=pieces, raw_tokens=pieces,
+            logprobs=np.zeros(n, dtype=np.float32), entropies=np.zeros(n, dtype=np.float32),
+            attention=None, stop_reason=reason, decoded_tokens=n,
+        )
+
+
+class SteppingLM:
+    """Decodes ``max_new_tokens`` dummy tokens, calling ``stop_when`` after each as a real backend
+    does, until it says stop ("stopped") or the tokens run out ("done"); counts the tokens."""
+
+    name = "stepping"
+    capabilities = None
+
+    def __init__(self):
+        self.tokens = 0
+
+    def generate(self, prompt, max_new_tokens, stop=(), capture_attention=False, stop_after=(), stop_when=None):
+        for _ in range(max_new_tokens):
+            self.tokens += 1
+            if stop_when is not None and stop_when(self):
+                return "stopped"
+            time.sleep(0.001)
+        return "done"
+
+    def helper(self, x):
+        return x * 2
+
+
+class CallCountingLM:
+    """Another model (``lm``) seen through a wrapper that counts its generate calls; ``name``
+    overrides the model's name."""
+
+    def __init__(self, lm, name=None):
+        self.lm, self.calls = lm, 0
+        self.name = name or lm.name
+
+    def generate(self, *args, **kwargs):
+        self.calls += 1
+        return self.lm.generate(*args, **kwargs)

@@ -15,6 +15,8 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from dynrag.lm.hf import HFLanguageModel
+
 WORDS = (
     "the a of in on and to is was by river town bridge built founder born city year "
     "who which where when what question answer so . , ? : paris lyon rhone 1887 engineer "
@@ -82,8 +84,6 @@ def tiny_gemma3(vocab_size: int, seed: int = 0, attn: str = "sdpa") -> Gemma3For
 
 def tiny_llama_lm(seed: int = 0):
     """The tiny Llama behind dynrag's own model wrapper, with the word-level tokenizer."""
-    from dynrag.lm.hf import HFLanguageModel
-
     tok = tiny_tokenizer()
     return HFLanguageModel(tiny_llama(len(tok), seed=seed), tok, name="tiny")
 
@@ -95,3 +95,26 @@ def save_tiny_llama(directory, seed: int = 0):
     tiny_llama(len(tok), seed=seed).save_pretrained(directory)
     tok.save_pretrained(directory)
     return directory
+
+
+class RecordingTinyLM(HFLanguageModel):
+    """The tiny Llama behind the real backend, with a context window of ``window`` tokens, never
+    writing token 0, and recording every count_tokens call and every prompt it is asked to extend."""
+
+    def __init__(self, window: int):
+        tok = tiny_tokenizer()
+        model = tiny_llama(len(tok), seed=5)
+        model.lm_head.register_forward_hook(lambda m, a, out: out.index_fill(-1, torch.tensor([0]), -1e4))
+        super().__init__(model, tok, name="tiny")
+        self.context_window = window
+        self.counted: list[int] = []
+        self.prompts: list[tuple[int, int]] = []  # (prompt tokens, max_new_tokens)
+
+    def count_tokens(self, text: str) -> int:
+        self.counted.append(len(text))
+        return super().count_tokens(text)
+
+    def generate(self, prompt, max_new_tokens, *args, **kwargs):
+        gen = super().generate(prompt, max_new_tokens, *args, **kwargs)
+        self.prompts.append((gen.prompt_length, max_new_tokens))
+        return gen

@@ -15,7 +15,7 @@ from dynrag.io import read_jsonl
 from dynrag.methods.deeprag.narrative import ANSWER, FINAL, RETRIEVE, SUBQUERY
 from dynrag.retrieval.bm25 import BM25Index
 from tests.deeprag.conftest import wiki_record, write_wiki
-from tests.methods.scripted_lm import ScriptedLM
+from tests.fakes import ScriptedLM
 
 
 def own_part(text):

@@ -20,7 +20,7 @@ from dynrag.methods.deeprag.narrative import (
 )
 from dynrag.methods.registry import build_method, parse_options
 from dynrag.retrieval.bm25 import BM25Index
-from tests.methods.scripted_lm import ScriptedLM, asked, last_line
+from tests.fakes import ScriptedLM
 from tests.tiny_models import tiny_llama_lm
 
 QUESTION = "Where was the engineer of the old bridge born?"
@@ -36,6 +36,18 @@ def index(tmp_path_factory):
     out = tmp_path_factory.mktemp("idx") / "index"
     BM25Index.build([Passage(f"p{i}", f"title {i}", t) for i, t in enumerate(texts)], out, progress=False)
     return BM25Index.load(out)
+
+
+def last_line(prompt_text: str) -> str:
+    """The prompt's unfinished last line ("" right after a newline)."""
+    return prompt_text.rsplit("\n", 1)[-1]
+
+
+def asked(narrative: str) -> int:
+    """Sub-questions the model asked in `narrative` (not counting the runner's restatements,
+    which follow a passage line)."""
+    lines = narrative.split("\n")
+    return sum(1 for i, line in enumerate(lines) if line.startswith("Sub-question:") and not (i and lines[i - 1].startswith("[")))
 
 
 def own_part(prompt_text: str) -> str:

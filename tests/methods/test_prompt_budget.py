@@ -1,5 +1,5 @@
 """Every prompt fits the model's context window; passages are cut to a token budget and the trace
-says so; a question has a length limit (item 2).
+says so; a question has a length limit.
 
 Before: nothing bounded a prompt. A 5 MB passage went whole into the prompt (`ask` tried to
 allocate 510 GB and died), and a 100,000-character question decoded for over 15 minutes. Here the
@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError, DynragError
@@ -23,34 +22,12 @@ from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.registry import build_method
 from dynrag.retrieval.base import Hit
 from tests.fakes import FakeRetriever
-from tests.tiny_models import WORDS, save_tiny_llama, tiny_llama, tiny_tokenizer
+from tests.tiny_models import WORDS, RecordingTinyLM, save_tiny_llama, tiny_llama, tiny_tokenizer
 
 QUESTION = "who built the bridge of the town ?"
 HUGE = " ".join(WORDS[i % len(WORDS)] for i in range(1_000_000))  # ~5 MB, a million tokens
 SMALL = Hit("small", "Bridge", "the old bridge of the town was built in 1887 by an engineer", 2.0)
 BIG = Hit("big", "Everything", HUGE, 1.0)
-
-
-class CountingLM(HFLanguageModel):
-    """The tiny model, recording every count_tokens call and every prompt it is asked to extend."""
-
-    def __init__(self, window: int):
-        tok = tiny_tokenizer()
-        model = tiny_llama(len(tok), seed=5)
-        model.lm_head.register_forward_hook(lambda m, a, out: out.index_fill(-1, torch.tensor([0]), -1e4))
-        super().__init__(model, tok, name="tiny")
-        self.context_window = window
-        self.counted: list[int] = []
-        self.prompts: list[tuple[int, int]] = []  # (prompt tokens, max_new_tokens)
-
-    def count_tokens(self, text: str) -> int:
-        self.counted.append(len(text))
-        return super().count_tokens(text)
-
-    def generate(self, prompt, max_new_tokens, *args, **kwargs):
-        gen = super().generate(prompt, max_new_tokens, *args, **kwargs)
-        self.prompts.append((gen.prompt_length, max_new_tokens))
-        return gen
 
 
 def test_share_out_and_truncate_by_hand():
@@ -63,7 +40,7 @@ def test_share_out_and_truncate_by_hand():
 
 
 def test_a_prompt_that_fits_is_left_alone_and_costs_no_tokenisation():
-    lm = CountingLM(window=8192)
+    lm = RecordingTinyLM(window=8192)
     builder = PromptBuilder.for_dataset("default")
     prompt = builder.build(QUESTION, [SMALL], lm=lm, max_new_tokens=64)
     assert prompt.text == builder.build(QUESTION, [SMALL]).text and prompt.truncated == []
@@ -71,7 +48,7 @@ def test_a_prompt_that_fits_is_left_alone_and_costs_no_tokenisation():
 
 
 def test_a_huge_passage_is_cut_to_fit_the_window_and_the_cut_is_recorded():
-    lm = CountingLM(window=700)
+    lm = RecordingTinyLM(window=700)
     builder = PromptBuilder.for_dataset("default", n_exemplars=2)
     prompt = builder.build(QUESTION, [SMALL, BIG], lm=lm, max_new_tokens=48)
     tokens = len(lm.tokenizer(prompt.text).input_ids)  # with the BOS token, as generate sees it
@@ -84,19 +61,19 @@ def test_a_huge_passage_is_cut_to_fit_the_window_and_the_cut_is_recorded():
 
 
 def test_exemplars_give_way_to_documents_then_a_too_long_question_is_an_error():
-    lm = CountingLM(window=300)
+    lm = RecordingTinyLM(window=300)
     builder = PromptBuilder.for_dataset("default", n_exemplars=6)
     prompt = builder.build(QUESTION, [SMALL, BIG], lm=lm, max_new_tokens=32)
     assert len(lm.tokenizer(prompt.text).input_ids) + 32 <= 300
     [kept] = [n for n in prompt.truncated if n["part"] == "exemplars"]
     assert kept["kept"] < 6 and kept["of"] == 6
     with pytest.raises(ConfigError, match="context window of 40 tokens"):
-        builder.build(" ".join(["bridge"] * 60), None, lm=CountingLM(window=40), max_new_tokens=8)
+        builder.build(" ".join(["bridge"] * 60), None, lm=RecordingTinyLM(window=40), max_new_tokens=8)
 
 
 @pytest.mark.parametrize("method", ["single", "fixed_length", "fixed_sentence", "flare", "dragin"])
 def test_every_prompt_of_every_method_fits_and_the_trace_says_what_was_cut(method):
-    lm = CountingLM(window=600)
+    lm = RecordingTinyLM(window=600)
     retriever = FakeRetriever([BIG, SMALL])
     options = {"max_new_tokens": 24, "k": 2}
     if method in ("fixed_length",):
@@ -117,7 +94,7 @@ def test_every_prompt_of_every_method_fits_and_the_trace_says_what_was_cut(metho
 def test_a_question_over_the_limit_is_a_clear_error():
     long_question = "who " * (MAX_QUESTION_CHARS // 4 + 10)
     with pytest.raises(DynragError, match=f"over the limit of {MAX_QUESTION_CHARS:,}"):
-        build_method("direct", CountingLM(window=600), None, {}).answer(long_question)
+        build_method("direct", RecordingTinyLM(window=600), None, {}).answer(long_question)
 
 
 def test_cli_ask_refuses_a_100k_character_question_before_loading_anything(tmp_path):
@@ -180,7 +157,7 @@ def test_the_chain_steps_that_run_the_model_on_passages_stay_within_the_window()
     from dynrag.context.compress import SelectiveContextCompressor, sentence_units
     from dynrag.rerank.lm_pointwise import LMPointwiseReranker
 
-    lm = CountingLM(window=128)
+    lm = RecordingTinyLM(window=128)
     reranker = LMPointwiseReranker(lm, yes=(" the",), no=(" a",))  # words the tiny vocabulary has
     assert len(lm.tokenizer(reranker.prompt(QUESTION, BIG)).input_ids) <= 128
     reranker.rerank(QUESTION, [SMALL, BIG], 2)

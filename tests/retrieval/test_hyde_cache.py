@@ -7,21 +7,10 @@ import pytest
 from dynrag.errors import DataError
 from dynrag.retrieval.hyde import hypothetical_passage, join_query
 from dynrag.retrieval.hyde_cache import FORMAT, HydePassages
+from tests.fakes import CallCountingLM
 from tests.tiny_models import tiny_llama_lm
 
 QUESTIONS = ["who built the bridge ?", "where is the river ?"]
-
-
-class CountingLM:
-    """The tiny model, counting generate calls."""
-
-    def __init__(self, lm, name=None):
-        self.lm, self.calls = lm, 0
-        self.name = name or lm.name
-
-    def generate(self, *args, **kwargs):
-        self.calls += 1
-        return self.lm.generate(*args, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +20,7 @@ def tiny():
 
 def test_passages_are_written_once_then_reused_from_the_file(tiny, tmp_path):
     path = tmp_path / "hyde.jsonl"
-    lm = CountingLM(tiny)
+    lm = CallCountingLM(tiny)
     first = HydePassages(lm, path, max_new_tokens=6)
     expanded = first.expand(QUESTIONS)
     expected = [join_query(q, hypothetical_passage(tiny, q, 6)[0]) for q in QUESTIONS]
@@ -45,7 +34,7 @@ def test_passages_are_written_once_then_reused_from_the_file(tiny, tmp_path):
     assert again.expand(QUESTIONS) == expected and lm.calls == 2  # no generation
     assert (again.generated, again.reused) == (0, 2)
     # another budget (or model) does not reuse those passages
-    other = HydePassages(CountingLM(tiny, name="another-model"), path, max_new_tokens=6)
+    other = HydePassages(CallCountingLM(tiny, name="another-model"), path, max_new_tokens=6)
     other.expand(QUESTIONS[:1])
     assert other.generated == 1
 
@@ -63,7 +52,7 @@ def test_a_cut_short_last_line_is_ignored_and_a_bad_middle_line_names_file_and_l
 
 
 def test_without_a_file_passages_live_in_memory(tiny):
-    lm = CountingLM(tiny)
+    lm = CallCountingLM(tiny)
     hyde = HydePassages(lm, None, max_new_tokens=4)
     hyde.expand(QUESTIONS)
     hyde.expand(QUESTIONS)

@@ -11,31 +11,11 @@ import pytest
 
 from dynrag.serve.cancel import CancellableLM, Cancelled
 from dynrag.serve.queue import Disconnected, ModelQueue, QueueFull, TimedOut
-
-
-class CountingLM:
-    """Calls stop_when once per 'token', as a real backend does, until told to stop."""
-
-    name = "counting"
-    capabilities = None
-
-    def __init__(self):
-        self.tokens = 0
-
-    def generate(self, prompt, max_new_tokens, stop=(), capture_attention=False, stop_after=(), stop_when=None):
-        for _ in range(max_new_tokens):
-            self.tokens += 1
-            if stop_when is not None and stop_when(self):
-                return "stopped"
-            time.sleep(0.001)
-        return "done"
-
-    def helper(self, x):
-        return x * 2
+from tests.fakes import SteppingLM
 
 
 def test_a_cancel_stops_decoding_at_the_next_token():
-    inner = CountingLM()
+    inner = SteppingLM()
     lm = CancellableLM(inner)
     lm.event = threading.Event()
     assert lm.generate("p", 5) == "done" and inner.tokens == 5
@@ -47,11 +27,11 @@ def test_a_cancel_stops_decoding_at_the_next_token():
     with pytest.raises(Cancelled):  # and any later call into the model
         lm.helper(2)
     lm.event = None
-    assert lm.helper(2) == 4 and lm.name == "counting"
+    assert lm.helper(2) == 4 and lm.name == "stepping"
 
 
 def test_capacity_429_and_a_cancelled_waiting_job_never_runs():
-    queue = ModelQueue(CancellableLM(CountingLM()), queue_size=1)
+    queue = ModelQueue(CancellableLM(SteppingLM()), queue_size=1)
     release = threading.Event()
     ran = []
     first = queue.submit(lambda: (release.wait(5), ran.append("first")))
@@ -74,7 +54,7 @@ def test_capacity_429_and_a_cancelled_waiting_job_never_runs():
 
 
 def test_wait_for_cancels_on_the_deadline_and_on_disconnect():
-    lm = CancellableLM(CountingLM())
+    lm = CancellableLM(SteppingLM())
     queue = ModelQueue(lm, queue_size=2)
 
     async def scenario():
