@@ -83,6 +83,8 @@ def test_a_bad_file_names_the_file_and_line(tmp_path):
     with pytest.raises(DataError, match="cannot read"):
         read_config_file(tmp_path / "missing.yaml")
     assert read_config_file(write(tmp_path / "empty.yaml", "")) == {}
+    with pytest.raises(DataError, match=r"bad.yaml: options.exemplars cannot be encoded as UTF-8: character 2 "):
+        read_config_file(write(tmp_path / "bad.yaml", 'options:\n  exemplars: "x\\udcff"\n'))
     with pytest.raises(ConfigError, match=r"--dataset is required \(or `dataset:` in --config\)"):
         eval_request(RunConfig(method="single"))
 

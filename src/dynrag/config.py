@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
-from dynrag.errors import ConfigError, DataError
+from dynrag.errors import ConfigError, DataError, unencodable
 from dynrag.registry import Options, parse_pairs, split_csv_pairs
 
 CONFIG_YAML = "config.yaml"
@@ -107,6 +107,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise DataError(str(path), f"a run configuration is a mapping of keys, got {type(data).__name__}")
+    problem = unencodable(data)  # a "\uDXXX" escape in a quoted YAML string
+    if problem is not None:
+        raise DataError(str(path), problem)
     return data
 
 

@@ -106,3 +106,25 @@ def test_reproduce_unknown_table_and_missing_data(tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert "| DRAGIN | – | 3.50 | – |" in shown.stdout and "no data: give --data hotpotqa=PATH" in shown.stdout
     assert (tmp_path / "t3.md").read_text() == shown.stdout
+
+
+def test_a_question_that_is_not_utf8_is_one_line_naming_it(index_dir):
+    # A byte that is not UTF-8 reaches Python's argv as a lone surrogate (\udcff).
+    r = subprocess.run([sys.executable, "-m", "dynrag.cli", "ask", b"Who founded \xff?", "--index", str(index_dir),
+                        "--method", "direct"], capture_output=True, text=True, timeout=300)
+    text = assert_one_line_error(r, "the question cannot be encoded as UTF-8", "character 13", "\\udcff")
+    assert "loading model" not in r.stderr and "position" not in text
+
+
+def test_a_config_file_holding_a_lone_surrogate_is_one_line_naming_file_and_key(tmp_path, index_dir):
+    (tmp_path / "run.yaml").write_text('method: direct\noptions:\n  exemplars: "x\\udcff"\n')
+    r = dynrag("ask", "Who?", "--index", str(index_dir), "--config", str(tmp_path / "run.yaml"))
+    assert_one_line_error(r, f"{tmp_path / 'run.yaml'}: options.exemplars cannot be encoded as UTF-8")
+
+
+def test_a_corpus_line_holding_a_lone_surrogate_names_file_and_line(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "1", "text": "fine"}\n{"id": "2", "text": "Who founded \\udcff?"}\n')
+    r = dynrag("index", str(corpus), "--out", str(tmp_path / "idx"))
+    assert_one_line_error(r, f"{corpus}:2: text cannot be encoded as UTF-8")
+    assert not (tmp_path / "idx").exists()

@@ -129,6 +129,23 @@ def test_jsonl_bad_line_and_skip_bad(tmp_path):
     assert report.messages[1] == f"{path}:5: record 3: missing field 'answers'"
 
 
+def test_a_record_holding_a_lone_surrogate_names_file_line_and_field(tmp_path):
+    # json.dumps writes the lone surrogate as the escape "\udcff", as a careless tool would.
+    rows = fx.qa_rows(3)
+    rows[1]["question"] = "Who founded \udcff?"
+    path = fx.write_jsonl(tmp_path / "q.jsonl", rows)
+    assert "\\udcff" in path.read_text()
+    with pytest.raises(DataError, match=r"q\.jsonl:2: record 1: question cannot be encoded as UTF-8: character 13 "):
+        load("jsonl", path)
+    report = LoadReport()
+    assert [e.id for e in load("jsonl", path, skip_bad=True, report=report)] == ["q0", "q2"]
+    hotpot = json.loads(json.dumps(fx.HOTPOT))
+    hotpot[1]["context"][0][1][0] = "Ends here\ud800"
+    path = fx.write_json(tmp_path / "h.json", hotpot)
+    with pytest.raises(DataError, match=r"h\.json:\d+: record 1: context\[0\]\[1\]\[0\] cannot be encoded"):
+        load("hotpotqa", path)
+
+
 def test_duplicate_id_is_a_bad_record(tmp_path):
     path = fx.write_jsonl(tmp_path / "q.jsonl", fx.qa_rows(2) + fx.qa_rows(1))
     with pytest.raises(DataError, match=r"q\.jsonl:3: record 2: duplicate id 'q0' \(first seen on line 1\)"):

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import DataError, DynragError
+from dynrag.errors import DataError, DynragError, unencodable
 
 FOLDER_SUFFIXES = (".txt", ".md")
 
@@ -150,6 +150,10 @@ def read_jsonl(path: str | Path) -> Iterator[Passage]:
                 record = json.loads(raw)
             except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
                 raise DataError(str(path), f"not valid JSON: {e}", lineno) from e
+            if b"\\u" in raw:  # only an escape can make text that UTF-8 cannot encode
+                problem = unencodable(record)
+                if problem is not None:
+                    raise DataError(str(path), problem, lineno)
             yield _passage_from_record(record, str(path), lineno)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dynrag.errors import DataError
+from dynrag.errors import DataError, unencodable
 
 _WS = re.compile(r"\s*")
 
@@ -61,6 +61,7 @@ def iter_json_array(path: Path) -> Iterator[tuple[int, int, Any]]:
     if pos < n and text[pos] == "]":
         return
     line, counted_to, index = 1, 0, 0
+    escapes = "\\u" in text
     while True:
         line += text.count("\n", counted_to, pos)
         counted_to = pos
@@ -68,7 +69,7 @@ def iter_json_array(path: Path) -> Iterator[tuple[int, int, Any]]:
             record, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise DataError(str(path), f"invalid JSON in record {index}: {exc.msg}", exc.lineno) from exc
-        yield line, index, record
+        yield line, index, _encodable(record, escapes)
         index += 1
         pos = _WS.match(text, end).end()
         if pos < n and text[pos] == ",":
@@ -79,6 +80,13 @@ def iter_json_array(path: Path) -> Iterator[tuple[int, int, Any]]:
                 raise DataError(str(path), "unexpected text after the JSON list", line_at(pos + 1))
             return
         raise DataError(str(path), f"expected ',' or ']' after record {index - 1}", line_at(min(pos, n)))
+
+
+def _encodable(record: Any, escapes: bool) -> Any:
+    """The record, or a BadRecord when it holds text UTF-8 cannot encode (only a ``\\u`` escape
+    in the JSON can make such text, so without one there is nothing to look for)."""
+    problem = unencodable(record) if escapes else None
+    return record if problem is None else BadRecord(problem)
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, int, Any]]:
@@ -108,6 +116,8 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, int, Any]]:
                 record: Any = json.loads(line)
             except json.JSONDecodeError as exc:
                 record = BadRecord(f"invalid JSON ({exc.msg} at column {exc.colno})")
+            else:
+                record = _encodable(record, "\\u" in line)
             yield line_no, index, record
             index += 1
 

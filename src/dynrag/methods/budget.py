@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from dynrag.errors import ConfigError, DynragError
+from dynrag.errors import ConfigError, DynragError, check_encodable
 from dynrag.lm.base import context_window
 
 __all__ = ["MAX_QUESTION_CHARS", "PROMPT_MARGIN", "TokenCounter", "check_question", "context_window",
@@ -39,9 +39,11 @@ Count = Callable[[str], int]
 
 
 def check_question(question: str, where: str | None = None) -> None:
-    """A question longer than ``MAX_QUESTION_CHARS`` is an error (``where`` names its source)."""
+    """A question longer than ``MAX_QUESTION_CHARS``, or one holding text UTF-8 cannot encode, is
+    an error (``where`` names its source)."""
+    prefix = f"{where}: " if where else ""
+    check_encodable(question, f"{prefix}the question")
     if len(question) > MAX_QUESTION_CHARS:
-        prefix = f"{where}: " if where else ""
         raise DynragError(
             f"{prefix}the question is {len(question):,} characters long, over the limit of "
             f"{MAX_QUESTION_CHARS:,}; ask a shorter question (long material belongs in a corpus: dynrag index)"

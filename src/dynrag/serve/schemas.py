@@ -6,7 +6,10 @@ import time
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from dynrag.errors import unencodable
 
 # The key under which chat completions (and the last stream chunk) carry dynrag's trace.
 TRACE_KEY = "dynrag"
@@ -40,7 +43,30 @@ def error_body(message: str, type: str = "invalid_request_error", code: str | No
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
-class AskRequest(BaseModel):
+class _Request(BaseModel):
+    """A request body whose text can all be encoded as UTF-8. JSON lets a client send a lone
+    surrogate as an escape ("\\udcff"); such text would fail deep inside the tokenizer or the
+    response encoder, so it is refused here, as a 400 naming the field, before anything runs."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _encodable(cls, value: Any) -> Any:
+        _refuse_unencodable(value)  # nested request models check their own fields
+        return value
+
+    @model_validator(mode="after")
+    def _encodable_extras(self) -> "_Request":
+        _refuse_unencodable(self.model_extra or {})
+        return self
+
+
+def _refuse_unencodable(value: Any) -> None:
+    problem = unencodable(value)
+    if problem is not None:
+        raise PydanticCustomError("unencodable_text", "{problem}", {"problem": problem})
+
+
+class AskRequest(_Request):
     """POST /v1/ask: one question, a method and its options; answered with the full trace."""
 
     model_config = ConfigDict(extra="forbid")
@@ -50,7 +76,7 @@ class AskRequest(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(_Request):
     model_config = ConfigDict(extra="allow")
 
     role: str
@@ -62,7 +88,7 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(_Request):
     """POST /v1/chat/completions: `model` names the method; method options go in `options`
     (the OpenAI client's `extra_body={"options": {...}}`) or as top-level keys."""
 
