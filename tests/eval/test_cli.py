@@ -57,6 +57,10 @@ def test_eval_errors_are_one_line(tmp_path, fake_model):
     assert r.exit_code == 1 and "no questions to evaluate" in r.output.replace("\n", "")
     r = cli.invoke(app, ["compare", str(tmp_path / "nowhere")])
     assert r.exit_code == 1 and "not a run directory" in r.output.replace("\n", "")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "notes.txt").write_text("hi")
+    r = cli.invoke(app, ["compare", str(tmp_path / "folder")])
+    assert r.exit_code == 1 and f"{tmp_path / 'folder'}: not a run directory" in r.output.replace("\n", "")
 
 
 def test_eval_preset_and_retriever_flags_reach_the_config(tmp_path, fake_model):

@@ -274,6 +274,11 @@ def test_build_refuses_to_replace_other_directories(tmp_path):
     with pytest.raises(IndexError_, match="not a dynrag BM25 index"):
         build(CORPUS, precious)
     assert (precious / "thesis.tex").read_text() == "do not delete"
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("keep")
+    with pytest.raises(DynragError, match=f"{a_file}: exists and is not a directory"):
+        build(CORPUS, a_file)
+    assert a_file.read_text() == "keep"
     empty = tmp_path / "empty"
     empty.mkdir()
     build(CORPUS[:2], empty)  # an empty directory is fine
