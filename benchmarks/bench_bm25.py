@@ -1,6 +1,6 @@
 """BM25 benchmark: BM25Index ingest speed and memory, search throughput against raw bm25s and rank_bm25.
 
-    .venv/bin/python benchmarks/bench_bm25.py [CORPUS.jsonl] [--results benchmarks/RESULTS.md]
+    .venv/bin/python benchmarks/bench_bm25.py CORPUS.jsonl --questions HOTPOT_DEV.json [--results FILE]
 
 Ingest runs in fresh subprocesses (full corpus and its first half) so that peak RSS is measured
 per build; search runs in this process after a warm-up (numba compiles on the first call).
@@ -9,7 +9,7 @@ stems, title + text) and the same bm25s backend and thread count.
 
 Raw bm25s is measured three ways, because dynrag returns passages (id, title, text) and raw
 bm25s by default returns only row numbers:
-  ids       tokenize + retrieve: row numbers and scores only -- the reference of issue 14's goals:
+  ids       tokenize + retrieve: row numbers and scores only -- the reference of the speed goals:
             `search_batch` (hits whose strings are read when first asked for) >= 0.85x on the
             corpus and >= 0.9x on it repeated 5x, `search_rows_batch` (ids only) >= 0.95x on both
   +docs RAM retrieve(corpus=list of dicts): passages held in memory
@@ -35,8 +35,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-DEFAULT_CORPUS = "/work/shared/data/wiki_corpus/passages.jsonl"
-DEFAULT_QUESTIONS = "/work/shared/data/hotpotqa/hotpot_dev_distractor_sample.json"
 # search_batch / raw ids on the corpus and on it repeated --scale times, ids / raw ids on both
 GOALS = {"hits": 0.85, "hits_scaled": 0.9, "ids": 0.95, "rank_bm25": 100.0, "ingest": 15_000.0}
 
@@ -367,8 +365,8 @@ def report(args, ingest: dict, search: dict, scaled: dict | None, n_questions: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("corpus", nargs="?", default=DEFAULT_CORPUS)
-    parser.add_argument("--questions", default=DEFAULT_QUESTIONS)
+    parser.add_argument("corpus", help="JSONL corpus to index")
+    parser.add_argument("--questions", required=True, help="HotpotQA JSON file whose questions are the queries")
     parser.add_argument("--min-queries", type=int, default=1000)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--rank-bm25-queries", type=int, default=50)

@@ -1,6 +1,6 @@
 """Decoding with last-layer attention capture vs plain decoding with the fast (sdpa) kernel.
 
-Goal (issue 2): <= 1.15x the time and <= 1.10x the peak memory of plain decoding, for 128 greedy
+Goal: <= 1.15x the time and <= 1.10x the peak memory of plain decoding, for 128 greedy
 tokens after a >= 1,500-token prompt on the bundled model. Each variant runs in its own process so
 peak RSS is its own; times are the best of --repeats runs after a warm-up.
 

@@ -1,6 +1,6 @@
 """Dense retrieval benchmark: encoding throughput, search throughput, hybrid overhead.
 
-    .venv/bin/python benchmarks/bench_dense.py [CORPUS.jsonl] [--limit 5000] [--queries 200]
+    .venv/bin/python benchmarks/bench_dense.py CORPUS.jsonl --questions HOTPOT_DEV.json [--limit 5000] [--queries 200]
 
 1. Builds one index directory holding both parts (BM25Index.build, then DenseIndex.build_alongside,
    as `dynrag index --dense` does) from the first --limit passages, timing the dense part:
@@ -29,8 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_CORPUS = "/work/shared/data/wiki_corpus/passages.jsonl"
-DEFAULT_QUESTIONS = "/work/shared/data/hotpotqa/hotpot_dev_distractor_sample.json"
 BATCH = 16
 
 
@@ -51,10 +49,10 @@ def in_batches(search, queries: list[str], k: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", nargs="?", default=DEFAULT_CORPUS)
+    ap.add_argument("corpus", help="JSONL corpus to index")
     ap.add_argument("--limit", type=int, default=5000, help="passages to index (0 = all)")
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--questions", default=DEFAULT_QUESTIONS)
+    ap.add_argument("--questions", required=True, help="HotpotQA JSON file whose questions are the queries")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=64, help="embedding batch size")
     args = ap.parse_args()

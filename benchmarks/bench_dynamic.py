@@ -1,15 +1,15 @@
-"""Every method side by side on the same questions, in one process, decoding as issue 14 made it
+"""Every method side by side on the same questions, in one process, decoding as it is now
 ("with": key/value caches reused across calls, prompt-lookup drafts, DRAGIN's settled stop) and as
 before it ("without"): accuracy, retrievals, tokens decoded vs kept (waste), prefill tokens per
 question and seconds per question, each method's speed-up, and latency relative to `single`.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_dynamic.py --limit 50 \\
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_dynamic.py --data HOTPOT_DEV.json --limit 50 \\
         [--methods single,dragin] [--option dragin:theta=0.1] [--log runs/bench-dynamic.jsonl] [--results FILE]
 
 The methods are the method registry's (so a method added to it joins the table), one after
 another. For each question a method answers twice, "with" (`kv_reuse=recent`, `lookup=5`) and
 "without" (`kv_reuse=prefix`: only the cached instruction-and-exemplars prefix; `lookup=0`: one
-token per forward pass; `dragin` with `settled_stop=false`: the decoding of before issue 14), in
+token per forward pass; `dragin` with `settled_stop=false`: the decoding before these three speed-ups), in
 alternating order, so that the load of a shared machine falls on both alike. Seconds are wall
 clock and CPU time (user + system of this process; with OMP_NUM_THREADS=1 torch uses one core, so
 CPU time is what a quiet machine's wall clock would be). Greedy decoding makes both answers the
@@ -43,7 +43,7 @@ from dynrag.retrieval.bm25 import BM25Index
 
 MODES = {"with": "recent", "without": "prefix"}  # kv_reuse of each mode
 DRAFTS = {"with": 5, "without": 0}  # lookup (prompt-lookup draft tokens) of each mode
-# Method options that restore the code before issue 14 in the "without" mode, unless --option sets them.
+# Method options that restore the decoding before the speed-ups in the "without" mode, unless --option sets them.
 BEFORE_OPTIONS = {"without": {"dragin": {"settled_stop": "false"}}}
 REFERENCE = "single"
 STATIC = {"direct", "single"}  # every other method decides while it writes: the "dynamic" ones
@@ -168,7 +168,7 @@ def report(args, methods: list[str], ids: list[str]) -> str:
     if dynamic:
         speedups = {name: rows[name]["cpu_without"] / rows[name]["cpu_with"] for name in dynamic}
         met = all(s >= GOAL_SPEEDUP for s in speedups.values())
-        lines.append(f"- Goal: the dynamic methods ≥ {GOAL_SPEEDUP}× faster than before issue 14 (CPU time): "
+        lines.append(f"- Goal: the dynamic methods ≥ {GOAL_SPEEDUP}× faster than without the speed-ups (CPU time): "
                      + ", ".join(f"{k} {v:.2f}×" for k, v in speedups.items()) + f": **{'met' if met else 'NOT met'}**.")
     if ref and "dragin" in rows:
         wall, cpu = versus("dragin", "with", "seconds"), versus("dragin", "with", "cpu_seconds")
@@ -184,7 +184,7 @@ def report(args, methods: list[str], ids: list[str]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default="../shared/data/hotpotqa/hotpot_dev_distractor_sample.json")
+    ap.add_argument("--data", required=True, help="benchmark file of --dataset's format (default HotpotQA JSON)")
     ap.add_argument("--dataset", default="hotpotqa")
     ap.add_argument("--limit", type=int, default=50)
     ap.add_argument("--model", default="bundled")

@@ -1,7 +1,7 @@
 """`dynrag eval` throughput on this machine's cores: one process whose torch uses every core against
-one single-threaded worker process per core, on the same questions (issue 14, item 5).
+one single-threaded worker process per core, on the same questions.
 
-    .venv/bin/python benchmarks/bench_eval_workers.py [--limit 40] [--rounds 2] [--method single]
+    .venv/bin/python benchmarks/bench_eval_workers.py --data HOTPOT_DEV.json [--limit 40] [--rounds 2] [--method single]
 
 Each configuration is the real command (`dynrag eval --dataset hotpotqa ... --corpus contexts`,
 bundled model) into a fresh run directory; the two alternate (A B A B ...) so the machine's other
@@ -21,7 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-DEFAULT_DATA = "/work/shared/data/hotpotqa/hotpot_dev_distractor_sample.json"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -49,7 +48,7 @@ def run(name: str, workers: int, threads: int, args, out: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default=DEFAULT_DATA)
+    ap.add_argument("--data", required=True, help="HotpotQA JSON file")
     ap.add_argument("--limit", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--method", default="single")

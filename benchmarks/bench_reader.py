@@ -1,7 +1,7 @@
 """Which bundled model reads better? Both answer the same HotpotQA questions with the gold
 (supporting) paragraphs in the prompt, and closed-book, with the project's shared prompt builder.
 
-    .venv/bin/python benchmarks/bench_reader.py --data ../shared/data/hotpotqa/hotpot_dev_distractor_sample.json --limit 40
+    .venv/bin/python benchmarks/bench_reader.py --data HOTPOT_DEV.json --limit 40
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dynrag.retrieval.base import Hit
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default="../shared/data/hotpotqa/hotpot_dev_distractor_sample.json")
+    ap.add_argument("--data", required=True, help="HotpotQA JSON file (questions with their gold paragraphs)")
     ap.add_argument("--limit", type=int, default=40)
     ap.add_argument("--models", default="bundled:smollm2,bundled:gemma3-270m")
     ap.add_argument("--settings", default="gold,closed-book")

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/scale_corpus.py SCRATCH/psgs5m.jsonl --passages 5000000
     nice -n 10 .venv/bin/python benchmarks/bench_scale.py --corpus SCRATCH/psgs5m.jsonl --scratch SCRATCH \\
+        --questions HOTPOT_DEV.json \\
         [--sizes 100000,1000000,5000000] [--parts bm25,dense,opensearch] > scale.md
 
 The corpus is shaped like DPR's psgs_w100 (scale_corpus.py: 100-word passages of resampled real
@@ -38,7 +39,6 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_QUESTIONS = "/work/shared/data/hotpotqa/hotpot_dev_distractor_sample.json"
 TARGET = 21_015_324  # passages in DPR's psgs_w100.tsv
 DIM = 384
 
@@ -52,8 +52,9 @@ def cpu_s() -> float:
     return u.ru_utime + u.ru_stime
 
 
-def questions(n: int) -> list[str]:
-    qs = [q["question"] for q in json.loads(Path(DEFAULT_QUESTIONS).read_text())]
+def questions(path: str, n: int) -> list[str]:
+    """The first ``n`` questions of a HotpotQA JSON file, repeated as often as needed."""
+    qs = [q["question"] for q in json.loads(Path(path).read_text())]
     return list(itertools.islice(itertools.cycle(qs), n))
 
 
@@ -85,10 +86,10 @@ def child_bm25_build(corpus: str, size: int, out: str) -> dict:
             "peak_rss_mb": peak_rss_mb(), "baseline_mb": base}
 
 
-def child_bm25_search(out: str, n_queries: int) -> dict:
+def child_bm25_search(out: str, questions_path: str, n_queries: int) -> dict:
     from dynrag.retrieval.bm25 import BM25Index
 
-    queries = questions(n_queries)
+    queries = questions(questions_path, n_queries)
     result = {}
     for backend in ("numpy", "numba"):
         t0 = time.perf_counter()
@@ -118,12 +119,12 @@ def child_dense_encode(corpus: str, sample: int) -> dict:
             "threads": torch.get_num_threads()}
 
 
-def child_dense_search(vectors_path: str, n_queries: int) -> dict:
+def child_dense_search(vectors_path: str, questions_path: str, n_queries: int) -> dict:
     from dynrag.retrieval.embedder import Embedder
     from dynrag.retrieval.vectors import exact_top_k, faiss_available, faiss_index
 
     vectors = np.load(vectors_path, mmap_mode="r")
-    query_vectors = Embedder.load().encode(questions(n_queries), batch_size=16)
+    query_vectors = Embedder.load().encode(questions(questions_path, n_queries), batch_size=16)
 
     def rate(search) -> float:  # batches of 16 query vectors, k = 10
         t0 = time.perf_counter()
@@ -153,10 +154,10 @@ def child_os_ingest(corpus: str, size: int, url: str) -> dict:
             "client_peak_rss_mb": peak_rss_mb()}
 
 
-def child_os_search(url: str, size: int, n_queries: int, bm25_dir: str | None) -> dict:
+def child_os_search(url: str, size: int, questions_path: str, n_queries: int, bm25_dir: str | None) -> dict:
     from dynrag.retrieval.opensearch import OpenSearchRetriever
 
-    queries = questions(n_queries)
+    queries = questions(questions_path, n_queries)
     index = OpenSearchRetriever.open(url, f"scale{size}")
     index.search_batch(queries[:16], 10)
     result = {f"qps_k{k}": qps(index.search_batch, queries, k) for k in (3, 10)}
@@ -232,7 +233,7 @@ def bench_bm25(args, sizes) -> list[dict]:
         store = dir_bytes(out, ("passages.jsonl", "offsets.npy", "fields.npy"))
         total = dir_bytes(out)
         log(f"bm25: {size:,} built in {build['seconds']:.0f} s, peak RSS {build['peak_rss_mb']:.0f} MB; searching ...")
-        search = run_child("bm25-search", str(out), args.queries)
+        search = run_child("bm25-search", str(out), args.questions, args.queries)
         rows.append({"size": size, **build, "store_bytes": store, "matrix_bytes": total - store, "disk_bytes": total,
                      **{f"search_{k}": v for k, v in search.items()}})
         log(json.dumps(rows[-1]))
@@ -249,7 +250,7 @@ def bench_dense(args, sizes) -> dict:
         path = Path(args.scratch) / f"vectors-{size}.npy"
         write_unit_vectors(path, size)
         log(f"dense: searching {size:,} vectors ...")
-        searches.append({"size": size, "bytes": path.stat().st_size, **run_child("dense-search", str(path), args.queries)})
+        searches.append({"size": size, "bytes": path.stat().st_size, **run_child("dense-search", str(path), args.questions, args.queries)})
         log(json.dumps(searches[-1]))
         path.unlink()
     return {"encode": encode, "search": searches}
@@ -267,7 +268,7 @@ def bench_opensearch(args, size: int) -> dict:
                 hwm = int(line.split()[1]) / 1024
             if line.startswith("VmRSS:"):
                 rss = int(line.split()[1]) / 1024
-        search = run_child("os-search", server.url, size, args.queries, str(Path(args.scratch) / f"bm25-{size}"))
+        search = run_child("os-search", server.url, size, args.questions, args.queries, str(Path(args.scratch) / f"bm25-{size}"))
     return {"size": size, **ingest, "server_peak_rss_mb": hwm, "server_rss_mb": rss, **search}
 
 
@@ -341,7 +342,8 @@ def merged_report(args, files: list[str]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus")
+    ap.add_argument("--corpus", help="the JSONL corpus to take the first N passages of (scale_corpus.py makes one)")
+    ap.add_argument("--questions", help="HotpotQA JSON file whose questions are the queries")
     ap.add_argument("--scratch", default="/tmp/dynrag-scale")
     ap.add_argument("--sizes", default="100000,1000000,5000000")
     ap.add_argument("--dense-sizes", default="100000,1000000")
@@ -361,8 +363,8 @@ def main() -> None:
     if args.merge:
         print(merged_report(args, args.merge))
         return
-    if not args.corpus:
-        ap.error("--corpus is required")
+    if not args.corpus or not args.questions:
+        ap.error("--corpus and --questions are required (unless --merge)")
     Path(args.scratch).mkdir(parents=True, exist_ok=True)
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     parts = set(args.parts.split(","))

@@ -16,7 +16,7 @@ not change what a step costs; one copy keeps the memory of the run down). Batche
 2WikiMultihopQA train records turned into narratives with their gold
 decomposition (a benchmark input only: three context paragraphs on every second step).
 
-    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_train.py --steps 8 --threads 2
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_train.py --data TRAIN.jsonl --steps 8 --threads 2
 """
 
 from __future__ import annotations
@@ -43,9 +43,6 @@ from dynrag.deeprag.trajectory import Trajectory
 from dynrag.eval.loaders import load_examples
 from dynrag.io import JsonlAppender
 from dynrag.methods.deeprag.narrative import NarrativeStep
-
-DATA = "../shared/data/train/2wikimultihopqa/deeprag_wikihop_dpo_new_train1000.jsonl"
-
 
 def bench_trajectories(path: str, n: int) -> list[Trajectory]:
     out = []
@@ -165,7 +162,8 @@ def run(args, which):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="bundled")
-    ap.add_argument("--data", default=DATA)
+    ap.add_argument("--data", required=True,
+                    help="2WikiMultihopQA train records (JSONL, e.g. deeprag_wikihop_dpo_new_train1000.jsonl)")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)

@@ -2,8 +2,8 @@
 question, and the four knowledge-boundary figures against a `direct` run — all over the questions
 every run answered (or the first N of them), so runs of different lengths compare on the same set.
 
-    .venv/bin/python benchmarks/deeprag_table.py --direct runs/issue10/2wikimultihopqa/direct \
-        runs/issue10/2wikimultihopqa/{single,dragin,deeprag,deeprag-imi,deeprag-coc} [--first 30]
+    .venv/bin/python benchmarks/deeprag_table.py --direct runs/deeprag/2wikimultihopqa/direct \
+        runs/deeprag/2wikimultihopqa/{single,dragin,deeprag,deeprag-imi,deeprag-coc} [--first 30]
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 weight without BOS (the authors' pass) over the same weight with BOS, on the bundled model's
 closed-book answers to the first HotpotQA questions.
 
-    .venv/bin/python benchmarks/dragin_bos_weight.py [DATA] [N]
+    .venv/bin/python benchmarks/dragin_bos_weight.py HOTPOT_DEV.json [N]
 """
+import argparse
 import json
-import sys
 
 import numpy as np
 
@@ -16,8 +16,11 @@ from dynrag.methods.dragin.wordscores import sentence_index
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.text.words import merge_words
 
-DATA = sys.argv[1] if len(sys.argv) > 1 else "../shared/data/hotpotqa/hotpot_dev_distractor_sample.json"
-N = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+ap.add_argument("data", help="HotpotQA JSON file")
+ap.add_argument("n", nargs="?", type=int, default=10, help="questions (default 10)")
+args = ap.parse_args()
+DATA, N = args.data, args.n
 lm = load_lm("bundled")
 b = PromptBuilder.for_dataset("hotpotqa")
 ratios = []

@@ -1,8 +1,8 @@
 """Where BM25Index's search time goes, against raw bm25s: the parts of one batch search timed apart.
 
-    .venv/bin/python benchmarks/profile_bm25_search.py [CORPUS.jsonl] [--repeats 7]
+    .venv/bin/python benchmarks/profile_bm25_search.py CORPUS.jsonl --questions HOTPOT_DEV.json [--repeats 7]
 
-bench_bm25.py gives the end-to-end ratios of issue 14; this splits them into query tokenizing
+bench_bm25.py gives the end-to-end ratios; this splits them into query tokenizing
 (ours and bm25s's Tokenizer), `bm25s.BM25.retrieve` on our index (memory-mapped, as `load`
 opens it, and read into memory) and on a raw bm25s index of the same tokens, and the whole
 `search_rows_batch` (ids) and `search_batch` (hits) calls, and making the hits of
@@ -26,8 +26,8 @@ from dynrag.retrieval import BM25Index  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("corpus", nargs="?", default=bench_bm25.DEFAULT_CORPUS)
-    ap.add_argument("--questions", default=bench_bm25.DEFAULT_QUESTIONS)
+    ap.add_argument("corpus", help="JSONL corpus to index")
+    ap.add_argument("--questions", required=True, help="HotpotQA JSON file whose questions are the queries")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("-k", type=int, default=10)
     args = ap.parse_args()

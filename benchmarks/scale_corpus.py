@@ -2,7 +2,7 @@
 by resampling the sentences of a real corpus, so the words, their frequencies and the sentence
 shapes are real while the count is what a benchmark needs.
 
-    .venv/bin/python benchmarks/scale_corpus.py OUT.jsonl --passages 5000000 [--source PASSAGES.jsonl]
+    .venv/bin/python benchmarks/scale_corpus.py OUT.jsonl --source PASSAGES.jsonl [--passages 5000000]
 
 Each passage: a title drawn with its first sentence's source passage, then sentences drawn
 uniformly from the pool (one sentence at a time, with replacement) until at least 100 words, cut to
@@ -11,7 +11,7 @@ the first N passages of a longer file are the N-passage corpus (passages are dra
 so one 5M file serves the 100k and 1M points too (``itertools.islice``).
 
 What it does not reproduce: the vocabulary stops growing at the source's (~a few hundred thousand
-distinct words for the shared 21k passages), where real Wikipedia keeps adding rare words and names
+distinct words for a source of 21k Wikipedia passages), where real Wikipedia keeps adding rare words and names
 (Heaps' law); ``vocabulary_growth`` measures that growth on the real source so a benchmark can
 extrapolate the vocabulary's share of memory separately. Generated files belong in a scratch
 directory outside the repository: they are never committed.
@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_SOURCE = "/work/shared/data/wiki_corpus/passages.jsonl"
 WORDS = 100
 
 
@@ -54,7 +53,7 @@ def sentence_pool(source: str) -> tuple[list[str], list[int], list[str], list[in
     return sentences, counts, titles, owner
 
 
-def generate(out: Path, passages: int, source: str = DEFAULT_SOURCE, seed: int = 0, progress: bool = True) -> Path:
+def generate(out: Path, passages: int, source: str, seed: int = 0, progress: bool = True) -> Path:
     """Write ``passages`` JSONL records {id, title, text} to ``out`` (atomically: temp + rename)."""
     sentences, counts, titles, owner = sentence_pool(source)
     rng = np.random.default_rng(seed)
@@ -89,7 +88,7 @@ def generate(out: Path, passages: int, source: str = DEFAULT_SOURCE, seed: int =
     return out
 
 
-def vocabulary_growth(source: str = DEFAULT_SOURCE, points: int = 6) -> list[tuple[int, int]]:
+def vocabulary_growth(source: str, points: int = 6) -> list[tuple[int, int]]:
     """(passages, distinct stems) over growing prefixes of the real source, in bm25s's tokens."""
     from dynrag.corpus import read_passages
     from dynrag.retrieval.tokenizer import BM25Tokenizer
@@ -109,7 +108,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--passages", type=int, default=5_000_000)
-    ap.add_argument("--source", default=DEFAULT_SOURCE)
+    ap.add_argument("--source", required=True, help="the real JSONL corpus whose sentences are resampled")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     t0 = time.perf_counter()
