@@ -1,4 +1,4 @@
-"""The floors of DESIGN §1 hold: every module imports only from its own floor or below, and never
+"""The floors of docs/architecture.md hold: every module imports only from its own floor or below, and never
 another module's ``_private`` names. Imports are read from the source (ast), including the lazy
 ones inside functions, so nothing has to be imported to be checked."""
 

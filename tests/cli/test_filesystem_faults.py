@@ -1,4 +1,4 @@
-"""Filesystem faults give one line naming the path and the OS's reason, and lose nothing (item 4).
+"""Filesystem faults give one line naming the path and the OS's reason, and lose nothing.
 
 Real faults: a read-only tmpfs, a full tmpfs (tests/mounts.py: a private mount namespace, since
 root writes through chmod), a file whose read fails (/proc/self/mem reads give EIO). Before, each

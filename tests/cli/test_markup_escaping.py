@@ -1,4 +1,4 @@
-"""User text is printed as written, never parsed as rich markup or emoji codes (item 8).
+"""User text is printed as written, never parsed as rich markup or emoji codes.
 
 Before: a path holding ``[/red]`` crashed the error printer with MarkupError, ``corpus[v2].jsonl``
 was reported as ``corpus.jsonl`` and ``:100:`` printed as an emoji.

@@ -1,4 +1,4 @@
-"""What a newcomer sees (item 10): where a hit comes from, what `ask --help` offers, metavars that
+"""What a newcomer sees: where a hit comes from, what `ask --help` offers, metavars that
 read as what to type, and no weight-loading bars from the model libraries outside --debug.
 
 Before: folder hits showed a title only (the same heading for every chunk of a file), `ask --help`

@@ -1,4 +1,4 @@
-"""The smaller faults of item 9, each a clear error or warning, through the real CLI.
+"""Smaller faults, each a clear error or warning, through the real CLI.
 
 Before: k=0 and negative k were accepted; duplicate passage ids were indexed silently; an index
 served its old passages after the corpus changed, without a word; "nothing to index" named no

@@ -1,5 +1,6 @@
-"""The five user commands of issue 10, end to end on the bundled model, on a tiny benchmark
-written for this test (invented places and people), with tiny limits (integration, slow)."""
+"""The five DeepRAG commands (ask, synth, train imitation, train calibration, eval), end to end
+on the bundled model, on a tiny benchmark written for this test (invented places and people),
+with tiny limits (integration, slow)."""
 
 import json
 

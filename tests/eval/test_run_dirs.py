@@ -1,4 +1,4 @@
-"""Run directories: validated before anything is written (item 5), and of one kind (item 6).
+"""Run directories: validated before anything is written, and of one kind.
 
 Through the real CLI and real files; the model is replaced by a fake method, which records
 whether it was ever built.

@@ -103,7 +103,7 @@ def test_rind_pass_has_no_bos_and_spans_the_whole_chunk(pair):
 
 
 def test_first_word_weight_differs_with_and_without_bos(pair):
-    """The issue's observation: without BOS the first token absorbs attention."""
+    """Without BOS the first token absorbs attention, so the first word's weight changes."""
     lm, _, tok = pair
     ids = tok(CHUNK, add_special_tokens=False).input_ids
     without = lm.attention_pass(ids, per_head=True, bos=False)

@@ -1,5 +1,5 @@
-"""Index builds are all-or-nothing, say what they will cost, and clean up after killed builds
-(items 3 and 7). Real processes, real kill -9, the real packaged embedder.
+"""Index builds are all-or-nothing, say what they will cost, and clean up after killed builds.
+Real processes, real kill -9, the real packaged embedder.
 
 Before: `index --dense` swapped the BM25 part into place before embedding, so a kill -9 while
 embedding left the new BM25 part beside the old dense part (refused as stale): the old index was

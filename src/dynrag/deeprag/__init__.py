@@ -1,3 +1,3 @@
-"""DeepRAG training (seed 002, DESIGN §6): tree-search data synthesis (search.py, teachers.py,
+"""DeepRAG training (Guan et al., 2025): tree-search data synthesis (search.py, teachers.py,
 synth.py, trajectory.py), imitation learning and chain of calibration, and their commands (cli.py).
 The inference method is dynrag.methods.deeprag."""

@@ -1,4 +1,4 @@
-"""Binary tree search for the cheapest correct narrative (the paper's Algorithm 1, DESIGN §6).
+"""Binary tree search for the cheapest correct narrative (DeepRAG's Algorithm 1).
 
 A priority queue holds partial narratives ordered by retrieval count, then by number of steps,
 then by insertion order. The cheapest is taken; its next sub-question is asked for. When there is

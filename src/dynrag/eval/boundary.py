@@ -2,7 +2,7 @@
 
 Per question, the *prediction* is "the method did not retrieve" (retrievals == 0) and the *truth*
 is "the model alone got it right" (the no-retrieval run's EM is 1). That is the paper's positive
-class (seed 002, Table 3): a method that always retrieves predicts no positive and scores F1 0
+class (DeepRAG, Table 3): a method that always retrieves predicts no positive and scores F1 0
 with accuracy = the share of questions the model alone gets wrong (.718 on its 2Wiki sample).
 The figures are the positive class's F1, accuracy, balanced accuracy and Matthews correlation of
 that 2x2 table; the last three do not depend on which class is called positive.

@@ -25,7 +25,7 @@ from dynrag.errors import ConfigError, DataError
 from dynrag.io import read_json
 from dynrag.registry import Options, Registry
 
-# Where each dataset's dev file sits in a folder laid out like ../shared/data (`--data-dir`).
+# Where each dataset's dev file sits inside the folder given as `--data-dir`.
 DEFAULT_FILES = {
     "hotpotqa": "hotpotqa/hotpot_dev_distractor_sample.json",
     "2wikimultihopqa": "2wikimultihopqa/dev_sample.json",

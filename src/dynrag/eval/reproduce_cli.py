@@ -20,7 +20,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE."),
         corpus: str = typer.Option("contexts", "--corpus", help="'contexts' (each dataset's pooled paragraphs) or an index directory."),
         data: list[str] = typer.Option([], "--data", help="DATASET=FILE (repeatable), e.g. hotpotqa=dev.json."),
-        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="A folder laid out like ../shared/data."),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="A folder holding each dataset's file at its usual place, e.g. hotpotqa/hotpot_dev_distractor_sample.json (docs/methods.md lists them)."),
         dataset: list[str] = typer.Option([], "--dataset", help="Only this dataset of the table (repeatable)."),
         row: list[str] = typer.Option([], "--row", help="Only this row, e.g. dragin or fixed_length (repeatable)."),
         option: list[str] = typer.Option([], "--option", help="Table option KEY=VALUE, e.g. paper_model=Llama2-7b-chat."),

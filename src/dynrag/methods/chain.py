@@ -1,4 +1,5 @@
-"""The best-practice retrieval chain (DESIGN §7, after the best-practices paper, seed 003):
+"""The best-practice retrieval chain (after Wang et al., 2024, "Searching for Best Practices in
+Retrieval-Augmented Generation"):
 
     query classification -> query transform -> retrieval -> rerank -> repack -> compress
 

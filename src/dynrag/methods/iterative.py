@@ -107,7 +107,8 @@ class IterativeMethod(RetrievingMethod):
         else:
             hits = []
             state.trace.retrievals.append(Retrieval(query, hits, position=state.kept_tokens, reason=reason))
-        # New documents replace the old ones (DESIGN §5); an empty result keeps what we had.
+        # New documents replace the old ones, so the prompt holds the latest retrieval only; an empty
+        # result keeps what we had.
         if hits:
             state.hits = hits
         return hits

@@ -1,6 +1,6 @@
 """The one prompt builder and answer extractor every method shares.
 
-Layout (DESIGN §5): instruction and few-shot exemplars, then retrieved documents as [1]..[k], then
+Layout: instruction and few-shot exemplars, then retrieved documents as [1]..[k], then
 the question, then the answer written so far. Each part is a named prompt segment, so attention can
 be traced back to the question and the answer (DRAGIN's QFS) and away from exemplars and documents.
 Given the model and the tokens it will write, ``build`` keeps the prompt within the model's context

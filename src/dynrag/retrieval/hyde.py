@@ -2,7 +2,7 @@
 
 The passage need not be true: it only has to look like the passage that would answer the question,
 so its words (names, dates, phrasing) match the corpus better than the bare question does. The
-best-practices paper (seed 003) found one hypothetical document, concatenated with the query,
+best-practices paper (Wang et al., 2024) found one hypothetical document, concatenated with the query,
 enough; more cost latency for little gain.
 """
 

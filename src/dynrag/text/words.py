@@ -1,6 +1,6 @@
 """Merge tokenizer tokens into words, so that DRAGIN scores words rather than sub-word pieces.
 
-Rule (DESIGN §5): a word starts at the first token, at a token whose text begins with whitespace,
+Rule: a word starts at the first token, at a token whose text begins with whitespace,
 and at any token that follows a token whose text ends with whitespace (a newline, or a lone space
 token such as SentencePiece's ``▁`` before digits). A token made only of whitespace belongs to no
 word. Everything else, punctuation included, continues the current word: "Paris" + "." is the one

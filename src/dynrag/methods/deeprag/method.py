@@ -1,4 +1,4 @@
-"""deeprag (inference): think to retrieve step by step (seed 002, DESIGN §5).
+"""deeprag (inference): think to retrieve step by step (DeepRAG, Guan et al., 2025).
 
 The model writes a sub-question, then makes the atomic decision: the retrieve marker (the runner
 searches with the sub-question and inserts the top-k passages) or an answer from its own

@@ -1,4 +1,4 @@
-"""DRAGIN: RIND decides when to retrieve, QFS decides what to search for (DESIGN §5).
+"""DRAGIN: RIND decides when to retrieve, QFS decides what to search for (Su et al., ACL 2024).
 
 The `paper` variant scores words from what decoding captured (entropy and last-layer attention of
 later tokens), cuts the answer before the triggering word, searches with the QFS query, replaces the

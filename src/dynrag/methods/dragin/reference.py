@@ -1,7 +1,7 @@
 """The ``reference`` DRAGIN variant's passes: RIND over a chunk and QFS over question + text + sentence.
 
-As the authors' released code computes them (written here from its description, DESIGN §5 and
-docs/methods.md): the RIND pass runs over the generated chunk alone with no BOS token, attention
+As the authors' released code computes them (written here from its description; docs/methods.md
+compares the two variants): the RIND pass runs over the generated chunk alone with no BOS token, attention
 maxima run over the whole chunk and are normalised per sentence; the QFS pass is a fresh pass over
 the question, the answer so far and the triggering sentence, as the tokenizer encodes a text (with
 BOS where it adds one), reading the attention row of the position before each over-threshold word.

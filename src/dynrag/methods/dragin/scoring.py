@@ -4,7 +4,7 @@ Everything here works on *words* (see :func:`dynrag.text.words.merge_words`); th
 reductions are :func:`word_entropy`, :func:`word_attention` and, for the ``reference`` variant,
 :func:`reference_attention_weights`.
 
-Two variants of the attention term exist (DESIGN §5):
+Two variants of the attention term exist:
 
 * ``paper``: ``a_max(i)`` is the largest attention a *later* generated token pays to word i, taken
   from the last-layer attention rows captured while decoding (mean over heads) and summed over the
