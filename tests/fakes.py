@@ -13,6 +13,7 @@ import numpy as np
 
 from dynrag.lm.base import Capabilities, Generation, Prompt
 from dynrag.methods.base import Answer, Retrieval, Step, Trace
+from dynrag.methods.deeprag.narrative import NarrativeStep
 from dynrag.retrieval.base import BatchSearch, Hit
 
 
@@ -208,3 +209,28 @@ class CallCountingLM:
     def generate(self, *args, **kwargs):
         self.calls += 1
         return self.lm.generate(*args, **kwargs)
+
+
+class ScriptedTree:
+    """An Expander for DeepRAG's tree search (deeprag/search.py): two sub-questions, and the final
+    answer is right only after the decisions in `correct_path`. Records what it was asked."""
+
+    def __init__(self, correct_path=(False, True), subqueries=("q1", "q2")):
+        self.correct_path, self.subqueries = tuple(correct_path), subqueries
+        self.answered: list[tuple[tuple[bool, ...], bool]] = []
+        self.finals: list[tuple[bool, ...]] = []
+
+    def next_subquery(self, history):
+        return self.subqueries[len(history)] if len(history) < len(self.subqueries) else None
+
+    def answer(self, history, subquery, retrieve):
+        self.answered.append((tuple(s.retrieve for s in history), retrieve))
+        return NarrativeStep(subquery, retrieve, "from passages" if retrieve else "from memory")
+
+    def final_answer(self, history):
+        path = tuple(s.retrieve for s in history)
+        self.finals.append(path)
+        return "right" if path == self.correct_path else "wrong"
+
+    def is_correct(self, answer):
+        return answer == "right"

@@ -5,30 +5,7 @@ import pytest
 from dynrag.errors import ConfigError
 from dynrag.deeprag.search import Match, Node, SearchLimits, children, tree_search
 from dynrag.methods.deeprag.narrative import NarrativeStep
-
-
-class ScriptedTree:
-    """Two sub-questions; the final answer is right only after the decisions in `correct_path`."""
-
-    def __init__(self, correct_path=(False, True), subqueries=("q1", "q2")):
-        self.correct_path, self.subqueries = tuple(correct_path), subqueries
-        self.answered: list[tuple[tuple[bool, ...], bool]] = []
-        self.finals: list[tuple[bool, ...]] = []
-
-    def next_subquery(self, history):
-        return self.subqueries[len(history)] if len(history) < len(self.subqueries) else None
-
-    def answer(self, history, subquery, retrieve):
-        self.answered.append((tuple(s.retrieve for s in history), retrieve))
-        return NarrativeStep(subquery, retrieve, "from passages" if retrieve else "from memory")
-
-    def final_answer(self, history):
-        path = tuple(s.retrieve for s in history)
-        self.finals.append(path)
-        return "right" if path == self.correct_path else "wrong"
-
-    def is_correct(self, answer):
-        return answer == "right"
+from tests.fakes import ScriptedTree
 
 
 def test_parametric_child_keeps_the_cost_and_the_retrieving_child_adds_one():
