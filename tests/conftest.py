@@ -18,6 +18,8 @@ if "torch" in sys.modules:  # already imported by a plugin: the variable came to
 
 import pytest  # noqa: E402
 
+pytest_plugins = ["tests.cpu_budget"]
+
 from dynrag.retrieval.embedder import Embedder  # noqa: E402
 
 

@@ -1,0 +1,131 @@
+"""A CPU budget for fast tests: a test not marked ``slow`` that uses more than the budget fails,
+naming itself and what it used.
+
+The fast suite is the loop every change waits on, so a test that loads the bundled model, builds
+a real index or trains for more than a step belongs under ``slow`` (the full run still runs it).
+The budget is CPU seconds, not wall seconds, so a busy machine does not make it flaky: the
+process's own CPU time (all its threads) plus that of child processes it waited for (a CLI run in
+a subprocess). What a test's setup spends on fixtures shared by many tests (session, package or
+module scope: one real embedder, one demo index) is not charged to the test that happens to come
+first; its function-scoped fixtures are.
+
+``DYNRAG_TEST_CPU_BUDGET`` sets the budget in seconds (default 5; 0 turns the check off);
+``DYNRAG_TEST_CPU_REPORT=FILE`` writes every test's CPU seconds there (JSON lines, the costliest
+first), to find what to make cheaper.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+
+import pytest
+
+DEFAULT_BUDGET_S = 5.0
+_SHARED_SCOPES = ("session", "package", "module", "class")
+_SPENT = pytest.StashKey[float]()
+
+
+class _Tally:
+    """One session's figures, kept on its config (a suite run by pytester has its own)."""
+
+    def __init__(self) -> None:
+        # CPU spent on shared fixtures during the setup now running (a fixture's request names
+        # the node of its own scope, not the test being set up, so the setup hook keeps this).
+        self.shared_in_setup = 0.0
+        self.shared_depth = 0  # a shared fixture set up inside another is in the outer one's time
+        self.spent_by_test: dict[str, float] = {}
+        self.budget_s = budget_s()  # read once: a test that sets the variable changes only its own runs
+        self.report = os.environ.get("DYNRAG_TEST_CPU_REPORT")
+
+
+_TALLY = pytest.StashKey[_Tally]()
+
+
+def _tally(config) -> _Tally:
+    if _TALLY not in config.stash:
+        config.stash[_TALLY] = _Tally()
+    return config.stash[_TALLY]
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (every thread) and of its finished children."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def budget_s() -> float:
+    value = os.environ.get("DYNRAG_TEST_CPU_BUDGET", "")
+    try:
+        return float(value) if value.strip() else DEFAULT_BUDGET_S
+    except ValueError:
+        raise pytest.UsageError(f"DYNRAG_TEST_CPU_BUDGET={value!r}: expected a number of CPU seconds") from None
+
+
+def over_budget_message(nodeid: str, spent: float, budget: float) -> str:
+    return (
+        f"{nodeid} used {spent:.1f} s of CPU, over the fast-test budget of {budget:g} s: "
+        "make it cheaper (a double from tests/fakes.py, the tiny random model, a shared fixture) "
+        "or mark it @pytest.mark.slow"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    tally = _tally(request.config)
+    shared = fixturedef.scope in _SHARED_SCOPES
+    start = cpu_seconds()
+    tally.shared_depth += shared
+    try:
+        yield
+    finally:
+        tally.shared_depth -= shared
+    if shared and tally.shared_depth == 0:
+        tally.shared_in_setup += cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    tally = _tally(item.config)
+    tally.shared_in_setup = 0.0
+    start = cpu_seconds()
+    yield
+    item.stash[_SPENT] = item.stash.get(_SPENT, 0.0) + cpu_seconds() - start - tally.shared_in_setup
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    start = cpu_seconds()
+    yield
+    item.stash[_SPENT] = item.stash.get(_SPENT, 0.0) + cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "call" or not report.passed:
+        return
+    spent = item.stash.get(_SPENT, 0.0)
+    _tally(item.config).spent_by_test[item.nodeid] = spent
+    if item.get_closest_marker("slow"):
+        return
+    budget = _tally(item.config).budget_s
+    if budget > 0 and spent > budget:
+        report.outcome = "failed"
+        report.longrepr = over_budget_message(item.nodeid, spent, budget)
+
+
+def pytest_configure(config):
+    _tally(config)
+
+
+def pytest_sessionfinish(session):
+    path = _tally(session.config).report
+    if path:
+        ranked = sorted(_tally(session.config).spent_by_test.items(), key=lambda pair: -pair[1])
+        with open(path, "w", encoding="utf-8") as f:
+            for nodeid, spent in ranked:
+                f.write(json.dumps({"test": nodeid, "cpu_s": round(spent, 3)}) + "\n")
