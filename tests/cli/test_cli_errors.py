@@ -6,14 +6,15 @@ import sys
 
 import pytest
 
+from tests.cli_inprocess import run_dynrag
+
 from dynrag.corpus.passage import Passage
 from dynrag.retrieval.bm25 import BM25Index
 
 
 def dynrag(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "dynrag.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
-    )
+    """The CLI in this process (tests/cli_inprocess.py): what a user sees, without an interpreter start."""
+    return run_dynrag(*args, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+
+from tests.cli_inprocess import run_dynrag
 from rich.console import Console
 
 from dynrag.methods.base import Answer, Retrieval, Step, Trace
@@ -19,8 +21,8 @@ HOSTILE = ["p[/red]", "corpus[v2]", "a:100:b", "[bold]x", "[link=file:///etc]y"]
 
 
 def dynrag(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "dynrag.cli", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+    """The CLI in this process (tests/cli_inprocess.py): what a user sees, without an interpreter start."""
+    return run_dynrag(*args, cwd=cwd)
 
 
 @pytest.mark.parametrize("name", HOSTILE)

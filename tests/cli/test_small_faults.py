@@ -17,13 +17,16 @@ import time
 
 import pytest
 
+from tests.cli_inprocess import run_dynrag
+
 from tests.cli.test_cli_errors import assert_one_line_error
 
 DYNRAG = [sys.executable, "-m", "dynrag.cli"]
 
 
-def dynrag(*args):
-    return subprocess.run([*DYNRAG, *map(str, args)], capture_output=True, text=True, timeout=300)
+def dynrag(*args, cwd=None):
+    """The CLI in this process (tests/cli_inprocess.py): what a user sees, without an interpreter start."""
+    return run_dynrag(*args, cwd=cwd)
 
 
 def jsonl(path, *rows):
