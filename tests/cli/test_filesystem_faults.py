@@ -81,6 +81,7 @@ def test_eval_out_read_only_and_full(tmp_path, tiny_model):
     one_line_error(r.stderr, str(tmp_path / "full" / "run"), "No space left on device")
 
 
+@pytest.mark.slow
 def test_eval_whose_disk_fills_mid_run_keeps_every_answer_and_resumes_once_there_is_room(tmp_path, tiny_model):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(40))
     command = (f'dynrag eval --dataset jsonl --data {data} --method direct --model hf:{tiny_model} '
@@ -123,6 +124,7 @@ def test_ask_trace_to_a_read_only_disk_fails_before_answering(tmp_path, tiny_mod
     assert "loading model" not in r.stderr  # it failed before any work
 
 
+@pytest.mark.slow
 def test_ask_trace_to_a_full_disk_still_shows_the_answer(tmp_path, tiny_model):
     r = in_mount(tmp_path / "m", f'dynrag ask "Who built the bridge?" --method direct --model hf:{tiny_model} '
                  '--option max_new_tokens=2 --json --trace "$M/trace.json"', options="size=16k", fill=True)

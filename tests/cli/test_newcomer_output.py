@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from rich.console import Console
 
 from dynrag.methods.base import Answer, Retrieval, Trace
@@ -47,6 +49,7 @@ def test_hits_show_their_source_path_and_chunk_number():
     assert "…" in shown and "file/notes.md#12" in shown  # a long path keeps its end
 
 
+@pytest.mark.slow
 def test_folder_corpus_chunks_are_told_apart_in_ask(tmp_path):
     folder = tmp_path / "notes"
     (folder / "towns").mkdir(parents=True)
@@ -101,6 +104,7 @@ def run_on_a_terminal(args: list[str]) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_no_weight_loading_bars_outside_debug(tmp_path):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"id": "a", "text": "the alpha bridge"}\n')

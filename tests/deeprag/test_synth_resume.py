@@ -3,6 +3,8 @@
 import json
 from collections import Counter
 
+import pytest
+
 from tests.deeprag.conftest import write_wiki
 from tests.deeprag.killing import kill_when, run_dynrag
 
@@ -11,6 +13,7 @@ def lines(path):
     return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
 
 
+@pytest.mark.slow
 def test_synth_resumes_after_kill_9_without_redoing_or_duplicating(tmp_path, tiny_model_dir):
     data = write_wiki(tmp_path / "train.json", 48)
     out = tmp_path / "synth"

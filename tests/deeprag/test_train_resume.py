@@ -6,6 +6,8 @@ import json
 import torch
 from safetensors.torch import load_file
 
+import pytest
+
 from tests.deeprag.killing import kill_when, run_dynrag
 from tests.deeprag.trajectories import write_trajectories
 
@@ -17,6 +19,7 @@ def checkpoint_step(out):
         return 0
 
 
+@pytest.mark.slow
 def test_training_resumes_from_the_checkpoint_after_kill_9(tmp_path, tiny_model_dir):
     data = write_trajectories(tmp_path / "t.jsonl", 400)
     common = ["train", "imitation", "--data", str(data), "--model", f"hf:{tiny_model_dir}", "--batch-size", "2",

@@ -100,6 +100,7 @@ def test_a_worker_killed_mid_question_is_replaced_and_its_question_asked_again(t
     assert len({p for p, _ in started(log)}) == 3  # the two first workers and the replacement
 
 
+@pytest.mark.slow
 def test_a_question_that_kills_every_worker_stops_the_run_naming_it(tmp_path):
     rows = fx.qa_rows(6)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)

@@ -35,7 +35,7 @@ def index(tmp_path_factory):
     ]
     out = tmp_path_factory.mktemp("idx") / "index"
     BM25Index.build([Passage(f"p{i}", f"title {i}", t) for i, t in enumerate(texts)], out, progress=False)
-    return BM25Index.load(out)
+    return BM25Index.load(out, backend="numpy")  # numba's first search compiles for seconds
 
 
 def last_line(prompt_text: str) -> str:
