@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "dynrag"
 
 # Top-level part of the package -> floor (docs/architecture.md draws the same map).
 FLOORS = {
-    "__init__": 0, "io": 0, "errors": 0, "registry": 0,
+    "__init__": 0, "io": 0, "errors": 0, "registry": 0, "progress": 0,
     "text": 1, "corpus": 1, "data": 1,
     "lm": 2, "retrieval": 2,
     "rerank": 3, "context": 3, "classify": 3,

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from dynrag.corpus.passage import Passage
-from dynrag.deeprag.progress import progress_bar
+from dynrag.progress import progress_bar
 from dynrag.deeprag.search import History, Match, SearchLimits, tree_search
 from dynrag.deeprag.teachers import ModelTeacher, NoDecomposition, Teacher, check_teacher, open_teacher, teacher_kind
 from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
