@@ -3,7 +3,8 @@ import numpy as np
 from json.decoder import scanstring
 from dynrag.corpus import read_passages
 from dynrag.retrieval import BM25Index
-from dynrag.retrieval.store import new_hit, _ID_PREFIX, _TITLE_SEP, _TEXT_SEP, _LINE_END
+from dynrag.retrieval.stored_hits import new_hit
+from dynrag.retrieval.passage_lines import _ID_PREFIX, _TITLE_SEP, _TEXT_SEP, _LINE_END
 out = "/tmp/arch_mb/idx"
 import os
 if not os.path.exists(out):

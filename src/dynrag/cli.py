@@ -78,7 +78,7 @@ def warn(message: str) -> None:
 
 
 def warn_if_corpus_changed(index_dir: Path) -> None:
-    from dynrag.retrieval.store import corpus_changes
+    from dynrag.retrieval.manifest import corpus_changes
 
     message = corpus_changes(index_dir)
     if message:
@@ -116,7 +116,7 @@ def index(
         from dynrag.corpus.readers import count_records
         from dynrag.errors import DataError
         from dynrag.retrieval.dense import build_index
-        from dynrag.retrieval.store import DuplicatePassageId
+        from dynrag.retrieval.store_writer import DuplicatePassageId
         from dynrag.text.chunking import parse_chunk_spec
 
         spec = parse_chunk_spec(chunk)

@@ -85,7 +85,7 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
     index_dir = check_corpus(req.corpus)
     corpus, corpus_sha = "contexts", None
     if index_dir is not None:
-        from dynrag.retrieval.store import read_manifest
+        from dynrag.retrieval.manifest import read_manifest
 
         corpus = str(index_dir.resolve())
         corpus_sha = read_manifest(corpus)["corpus_sha256"]

@@ -146,7 +146,7 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
             index_dir = check_corpus(req.corpus)
             corpus = "contexts"
             if index_dir is not None:
-                from dynrag.retrieval.store import read_manifest
+                from dynrag.retrieval.manifest import read_manifest
 
                 corpus = str(index_dir.resolve())
                 corpus_sha = read_manifest(corpus)["corpus_sha256"]

@@ -46,18 +46,10 @@ from dynrag.errors import DynragError, IndexError_
 from dynrag.io import atomic_directory, atomic_write_json
 from dynrag.retrieval.base import Hit, without_blank_queries
 from dynrag.retrieval.vectors import exact_top_k, faiss_available, faiss_index, npy_header
-from dynrag.retrieval.store import (
-    INDEX_FORMAT,
-    PassageStore,
-    PassageWriter,
-    StoreBacked,
-    check_manifest,
-    check_replaceable,
-    load_manifest_json,
-    notice,
-    progress_bar,
-    read_manifest,
-)
+from dynrag.progress import duration, notice, stderr_bar
+from dynrag.retrieval.manifest import INDEX_FORMAT, check_manifest, load_manifest_json, read_manifest
+from dynrag.retrieval.store import PassageStore, StoreBacked
+from dynrag.retrieval.store_writer import PassageWriter, check_replaceable
 
 if TYPE_CHECKING:
     from dynrag.retrieval.embedder import Embedder
@@ -292,17 +284,6 @@ def _announcer(count: int, model: str, shown: Path) -> Any:
     return announce
 
 
-def duration(seconds: float) -> str:
-    """A rough human duration: "40 s", "23 min", "1.5 h"."""
-    if seconds != seconds or seconds == float("inf"):
-        return "an unknown time"
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 90 * 60:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def _atomic_build(out: Path, write: Any) -> dict[str, Any]:
     with atomic_directory(out, check=check_replaceable) as tmp:
         return write(tmp)
@@ -323,7 +304,7 @@ def _write(
     first batch, timed, so the build can say how long it will take before it takes it."""
     dim = embedder.dimension
     store = PassageWriter(tmp if own_passages else None)
-    with open(tmp / VECTORS, "wb") as vec_out, progress_bar(total, "Embedding", progress) as bar:
+    with open(tmp / VECTORS, "wb") as vec_out, stderr_bar(total, "Embedding", progress) as bar:
         vec_out.write(npy_header(0, dim))  # placeholder, rewritten with the real count below
 
         def flush(batch: list[Passage]) -> None:
