@@ -115,7 +115,7 @@ def index(
         from dynrag.corpus import read_passages, source_stamps
         from dynrag.corpus.readers import count_records
         from dynrag.errors import DataError
-        from dynrag.retrieval.dense import build_index
+        from dynrag.retrieval.index_build import build_index
         from dynrag.retrieval.store_writer import DuplicatePassageId
         from dynrag.text.chunking import parse_chunk_spec
 

@@ -7,7 +7,7 @@ One index directory can hold both retrievers, so hybrid search needs a single ``
   DIR/dense/manifest.json  format "dynrag-dense", "passages": "parent"
   DIR/dense/vectors.npy    float32 (count, dimension), row i = passage i of DIR/passages.jsonl
 
-``dynrag index SOURCE --out DIR --dense`` builds both (``build_index``: the BM25 part, then the
+``dynrag index SOURCE --out DIR --dense`` builds both (``index_build.build_index``: the BM25 part, then the
 dense part, in one temporary directory swapped into place once, so a crash at any moment leaves
 the old index whole); ``DenseIndex.build_alongside(DIR, ...)`` adds (or refreshes) the dense part
 of an existing BM25 index (atomically: ``DIR/.dense.build-*`` until complete), reading the passages
@@ -215,34 +215,6 @@ class DenseIndex(StoreBacked):
 
 
 # ---- building helpers -------------------------------------------------------------------------
-
-
-def build_index(
-    passages: Iterable[Passage],
-    out_dir: str | Path,
-    *,
-    embedder: Embedder | None = None,
-    chunk: Any = None,
-    batch_size: int = 64,
-    progress: bool = True,
-    total: int | None = None,
-    sources: dict[str, Any] | None = None,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """A BM25 index of ``passages`` at ``out_dir`` and, with an ``embedder``, its dense part: both
-    written into one temporary directory that replaces ``out_dir`` only when both are complete.
-    Returns (BM25 manifest, dense manifest or None)."""
-    from dynrag.retrieval.bm25_build import build_bm25_index
-
-    dense: list[dict[str, Any]] = []
-    out = Path(out_dir).absolute()
-
-    def add_dense(tmp: Path) -> None:
-        dense.append(write_dense_part(tmp, embedder, batch_size=batch_size, progress=progress,
-                                      shown=out / DENSE_SUBDIR))
-
-    manifest = build_bm25_index(passages, out, progress=progress, chunk=chunk, total=total, sources=sources,
-                                add_parts=add_dense if embedder is not None else None)
-    return manifest, (dense[0] if dense else None)
 
 
 def write_dense_part(
