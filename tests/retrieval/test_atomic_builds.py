@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dynrag.io import remove_stale_builds
+from dynrag.io.scratch import remove_stale_builds
 from dynrag.retrieval.bm25 import BM25Index
 from dynrag.retrieval.dense import DenseIndex
 
@@ -154,7 +154,7 @@ def test_a_live_build_is_left_alone(tmp_path):
     out = tmp_path / "idx"
     code = (
         "import sys, time\n"
-        "from dynrag.io import atomic_directory\n"
+        "from dynrag.io.directories import atomic_directory\n"
         f"with atomic_directory({str(out)!r}) as tmp:\n"
         "    (tmp / 'x').write_text('building')\n"
         "    print(tmp, flush=True)\n"

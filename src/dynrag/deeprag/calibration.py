@@ -32,7 +32,9 @@ from dynrag.deeprag.trainer import TrainOptions, identity_options, pin_threads, 
 from dynrag.deeprag.trajectory import read_trajectories
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.runner import resolve_model
-from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, atomic_write_text, json_line, read_jsonl
+from dynrag.io.files import atomic_write_json, atomic_write_text
+from dynrag.io.jsonl import JsonlAppender, json_line, read_jsonl
+from dynrag.io.lock import DirectoryLock
 from dynrag.progress import progress_bar
 
 PAIRS, REFERENCE, REPORT = "pairs.jsonl", "reference.jsonl", "calibration.json"

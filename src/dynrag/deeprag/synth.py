@@ -29,7 +29,9 @@ from dynrag.eval.loaders import QAExample, dataset_spec, load_aliases
 from dynrag.eval.rundir import config_differences
 from dynrag.eval.runner import file_sha256, resolve_model
 from dynrag.eval.steps import check_corpus, corpus_index, load_questions
-from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, read_json, read_jsonl
+from dynrag.io.files import atomic_write_json, read_json
+from dynrag.io.jsonl import JsonlAppender, read_jsonl
+from dynrag.io.lock import DirectoryLock
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.deeprag.narrative import Narrative, NarrativeStep, load_exemplars, trained_prompt_shots
 from dynrag.methods.deeprag.writer import NarrativeWriter

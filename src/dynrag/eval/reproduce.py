@@ -22,7 +22,7 @@ from pydantic import Field
 
 from dynrag.data import data_path
 from dynrag.errors import ConfigError, DataError
-from dynrag.io import read_json
+from dynrag.io.files import read_json
 from dynrag.registry import Options, Registry
 
 # Where each dataset's dev file sits in a folder laid out like ../shared/data (`--data-dir`).

@@ -33,7 +33,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         with user_errors():
             from dynrag.errors import ConfigError
             from dynrag.eval.reproduce import TABLES, ReproduceRequest, render, reproduce
-            from dynrag.io import atomic_write_text
+            from dynrag.io.files import atomic_write_text
             from dynrag.registry import parse_pairs
 
             if table not in TABLES:

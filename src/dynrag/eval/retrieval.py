@@ -110,7 +110,8 @@ def evaluate_retrieval(
 
 def write_outputs(out: Path, result: RetrievalResult, meta: dict[str, Any]) -> Path:
     """DIR/summary.json (meta + metrics) and DIR/rankings.jsonl; returns the summary path."""
-    from dynrag.io import atomic_write_json, atomic_write_text, json_line
+    from dynrag.io.files import atomic_write_json, atomic_write_text
+    from dynrag.io.jsonl import json_line
 
     out.mkdir(parents=True, exist_ok=True)
     summary = {**meta, **result.summary}

@@ -17,7 +17,7 @@ from rich.text import Text
 from rich.progress import Progress
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.io import atomic_write_json, atomic_write_text
+from dynrag.io.files import atomic_write_json, atomic_write_text
 from dynrag.progress import bar_columns
 from dynrag.eval.boundary import knowledge_boundary
 from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, check_execution, make_executor

@@ -24,7 +24,9 @@ import numpy as np
 
 import dynrag
 from dynrag.corpus.passage import Passage
-from dynrag.io import atomic_directory, atomic_write_json, json_line
+from dynrag.io.directories import atomic_directory
+from dynrag.io.files import atomic_write_json
+from dynrag.io.jsonl import json_line
 from dynrag.progress import stderr_bar
 from dynrag.retrieval.manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION
 from dynrag.retrieval.store import PARENTS

@@ -43,7 +43,8 @@ import numpy as np
 import dynrag
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
-from dynrag.io import atomic_directory, atomic_write_json
+from dynrag.io.directories import atomic_directory
+from dynrag.io.files import atomic_write_json
 from dynrag.retrieval.base import Hit, without_blank_queries
 from dynrag.retrieval.vectors import exact_top_k, faiss_available, faiss_index, npy_header
 from dynrag.progress import duration, notice, stderr_bar
