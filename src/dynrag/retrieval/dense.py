@@ -45,12 +45,12 @@ from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
 from dynrag.io.directories import atomic_directory
 from dynrag.io.files import atomic_write_json
-from dynrag.retrieval.base import Hit, without_blank_queries
-from dynrag.retrieval.vectors import exact_top_k, faiss_available, faiss_index, npy_header
 from dynrag.progress import duration, notice, stderr_bar
+from dynrag.retrieval.base import Hit, without_blank_queries
 from dynrag.retrieval.manifest import INDEX_FORMAT, check_manifest, load_manifest_json, read_manifest
 from dynrag.retrieval.store import PassageStore, StoreBacked
 from dynrag.retrieval.store_writer import PassageWriter, check_replaceable
+from dynrag.retrieval.vectors import exact_top_k, faiss_available, faiss_index, npy_header
 
 if TYPE_CHECKING:
     from dynrag.retrieval.embedder import Embedder
