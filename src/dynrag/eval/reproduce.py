@@ -47,8 +47,6 @@ class ReproduceRequest:
     run: bool = True  # False: resolve data and show what would run, and the published numbers
 
 
-
-
 def find_data(table: Table, req: ReproduceRequest) -> tuple[dict[str, Path], dict[str, str]]:
     """(dataset -> file for those found, dataset -> why not for the rest)."""
     unknown = sorted(set(req.data) - set(table.datasets))

@@ -47,9 +47,10 @@ def check_writable(path: str | Path) -> None:
         os.unlink(probe)
 
 
-
 @contextmanager
 def build_errors(out: Path, tmp: Path) -> Iterator[None]:
+    """An OSError about a path inside the temporary ``tmp`` of a build of ``out`` is a FileError
+    naming ``out`` (and the file being written): the temporary is gone by the time it is read."""
     try:
         yield
     except FileError:

@@ -10,6 +10,8 @@ import shutil
 import time
 from pathlib import Path
 
+# The kinds of temporary beside a target NAME: .NAME.build-PID-* (a directory being built),
+# .NAME.old-PID-* (the previous directory during a swap), .NAME.write-PID-*.tmp (a file being written).
 BUILD = "build"
 OLD = "old"
 WRITE = "write"
