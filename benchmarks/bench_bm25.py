@@ -339,7 +339,7 @@ def report(args, ingest: dict, search: dict, scaled: dict | None, n_questions: i
         f"{search['n']:,} queries.",
         "",
         "`search_batch` returns `Hit`s whose id, title and text are read from the memory-mapped "
-        "`passages.jsonl` when first asked for (`store.StoredHit`): making one costs the object, its row "
+        "`passages.jsonl` when first asked for (`stored_hits.StoredHit`): making one costs the object, its row "
         "and its score, set in bulk by loops that run in C, where cutting three strings out of "
         "each line up front cost 1.5–2 µs a hit, as much as bm25s's retrieval itself on 21k "
         "passages. A caller that reads every hit's text still pays for it (the \"every hit's text "

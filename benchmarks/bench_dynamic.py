@@ -34,7 +34,7 @@ from pathlib import Path
 from dynrag.eval.loaders import load_examples
 from dynrag.eval.metrics import score_answer
 from dynrag.eval.pool import pool_contexts
-from dynrag.io import JsonlAppender, read_jsonl
+from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.lm import load_lm
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.registry import METHODS, NO_RETRIEVAL, build_method

@@ -41,7 +41,7 @@ from dynrag.deeprag.pairs import build_pairs, tokenize_pair
 from dynrag.deeprag.teachers import phrase_subquery
 from dynrag.deeprag.trajectory import Trajectory
 from dynrag.eval.loaders import load_examples
-from dynrag.io import JsonlAppender
+from dynrag.io.jsonl import JsonlAppender
 from dynrag.methods.deeprag.narrative import NarrativeStep
 
 def bench_trajectories(path: str, n: int) -> list[Trajectory]:

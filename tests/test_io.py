@@ -13,18 +13,11 @@ from pathlib import Path
 import pytest
 
 from dynrag.errors import DataError
-from dynrag.io import (
-    DirectoryLock,
-    JsonlAppender,
-    LockedError,
-    atomic_directory,
-    read_json,
-    atomic_file,
-    atomic_write_json,
-    atomic_write_text,
-    read_jsonl,
-    remove_stale_builds,
-)
+from dynrag.io.directories import atomic_directory
+from dynrag.io.files import read_json, atomic_file, atomic_write_json, atomic_write_text
+from dynrag.io.jsonl import JsonlAppender, read_jsonl
+from dynrag.io.lock import DirectoryLock, LockedError
+from dynrag.io.scratch import remove_stale_builds
 
 
 def test_atomic_write_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
@@ -162,7 +155,7 @@ def test_jsonl_validate_rejects_wrong_shape(tmp_path: Path) -> None:
 
 HOLD = """
 import sys, time
-from dynrag.io import DirectoryLock
+from dynrag.io.lock import DirectoryLock
 DirectoryLock(sys.argv[1]).acquire()
 print("locked", flush=True)
 time.sleep(60)

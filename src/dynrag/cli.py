@@ -61,7 +61,7 @@ def user_errors() -> Iterator[None]:
         if _state["debug"]:
             raise
         if isinstance(exc, OSError):
-            from dynrag.io import os_error_message
+            from dynrag.io.faults import os_error_message
 
             message = os_error_message(exc.filename, exc) if exc.filename else (exc.strerror or str(exc))
         else:
@@ -78,7 +78,7 @@ def warn(message: str) -> None:
 
 
 def warn_if_corpus_changed(index_dir: Path) -> None:
-    from dynrag.retrieval.store import corpus_changes
+    from dynrag.retrieval.manifest import corpus_changes
 
     message = corpus_changes(index_dir)
     if message:
@@ -115,8 +115,8 @@ def index(
         from dynrag.corpus import read_passages, source_stamps
         from dynrag.corpus.readers import count_records
         from dynrag.errors import DataError
-        from dynrag.retrieval.dense import build_index
-        from dynrag.retrieval.store import DuplicatePassageId
+        from dynrag.retrieval.index_build import build_index
+        from dynrag.retrieval.store_writer import DuplicatePassageId
         from dynrag.text.chunking import parse_chunk_spec
 
         spec = parse_chunk_spec(chunk)
@@ -242,7 +242,7 @@ def ask(
         check_model_spec(run.model)  # a typo fails before an index is opened (or its dense part built)
         builder = PromptBuilder.for_dataset(run.exemplars or "default")
         if trace is not None:
-            from dynrag.io import check_writable
+            from dynrag.io.faults import check_writable
 
             check_writable(trace)  # before the work whose trace it is
         if method_name in NO_RETRIEVAL and (run.retriever or run.retriever_options):
@@ -268,7 +268,7 @@ def ask(
         else:
             render_answer(console, answer)
         if trace is not None:
-            from dynrag.io import atomic_write_json
+            from dynrag.io.files import atomic_write_json
 
             atomic_write_json(trace, data)
 

@@ -13,7 +13,7 @@ from dynrag.deeprag.trainer import TrainOptions
 from dynrag.deeprag.trajectory import Trajectory
 from dynrag.eval.loaders import load_examples
 from dynrag.eval.pool import pool_contexts
-from dynrag.io import read_jsonl
+from dynrag.io.jsonl import read_jsonl
 from dynrag.lm import load_lm
 from dynrag.methods.deeprag.narrative import ANSWER, RETRIEVE, Narrative, NarrativeStep
 from dynrag.retrieval.bm25 import BM25Index

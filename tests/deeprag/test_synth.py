@@ -11,7 +11,7 @@ from dynrag.deeprag.trajectory import read_trajectories
 from dynrag.errors import ConfigError
 from dynrag.eval.loaders import load_examples
 from dynrag.eval.pool import pool_contexts
-from dynrag.io import read_jsonl
+from dynrag.io.jsonl import read_jsonl
 from dynrag.methods.deeprag.narrative import ANSWER, FINAL, RETRIEVE, SUBQUERY
 from dynrag.retrieval.bm25 import BM25Index
 from tests.deeprag.conftest import wiki_record, write_wiki

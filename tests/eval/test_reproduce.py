@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.eval.reproduce import TABLES, ReproduceRequest, dragin_runs, published, render, reproduce
+from dynrag.eval.reproduce import ReproduceRequest, reproduce
+from dynrag.eval.reproduce_render import render
+from dynrag.eval.reproduce_tables import TABLES, dragin_runs, published
 from dynrag.methods.registry import parse_options
 from tests.eval import fixtures as fx
 from tests.fakes import method_factory as factory

@@ -16,7 +16,7 @@ import pytest
 
 from dynrag.eval.rundir import read_predictions
 from dynrag.eval.runner import EvalRequest, run_eval
-from dynrag.io import json_line
+from dynrag.io.jsonl import json_line
 from tests.eval import fixtures as fx
 from tests.fakes import method_factory
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dynrag.io import remove_stale_builds
+from dynrag.io.scratch import remove_stale_builds
 from dynrag.retrieval.bm25 import BM25Index
 from dynrag.retrieval.dense import DenseIndex
 
@@ -78,19 +78,19 @@ def test_kill_9_while_index_dense_embeds_keeps_the_old_index_whole(tmp_path):
 def test_one_swap_for_both_parts(tmp_path, monkeypatch, embedder):
     """The dense part is written inside the build's temporary directory, before the one swap."""
     from dynrag.corpus import read_passages
-    from dynrag.retrieval import dense
+    from dynrag.retrieval import index_build
 
     seen = []
-    real = dense.write_dense_part
+    real = index_build.write_dense_part
 
     def spy(index_dir, *args, **kwargs):
         seen.append(Path(index_dir))
         return real(index_dir, *args, **kwargs)
 
-    monkeypatch.setattr(dense, "write_dense_part", spy)
+    monkeypatch.setattr(index_build, "write_dense_part", spy)
     out = tmp_path / "idx"
-    manifest, dense_manifest = dense.build_index(read_passages(write_corpus(tmp_path / "c.jsonl", 4)), out,
-                                                 embedder=embedder, progress=False)
+    manifest, dense_manifest = index_build.build_index(read_passages(write_corpus(tmp_path / "c.jsonl", 4)), out,
+                                                       embedder=embedder, progress=False)
     assert len(seen) == 1 and ".idx.build-" in seen[0].name and seen[0].parent == tmp_path
     assert manifest["passage_count"] == dense_manifest["count"] == 4
     assert DenseIndex.load(out).manifest["corpus_sha256"] == manifest["corpus_sha256"]
@@ -154,7 +154,7 @@ def test_a_live_build_is_left_alone(tmp_path):
     out = tmp_path / "idx"
     code = (
         "import sys, time\n"
-        "from dynrag.io import atomic_directory\n"
+        "from dynrag.io.directories import atomic_directory\n"
         f"with atomic_directory({str(out)!r}) as tmp:\n"
         "    (tmp / 'x').write_text('building')\n"
         "    print(tmp, flush=True)\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.errors import ConfigError
-from dynrag.io import read_jsonl
+from dynrag.io.jsonl import read_jsonl
 
 
 def data_path(name: str) -> Path:

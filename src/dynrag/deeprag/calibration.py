@@ -27,13 +27,15 @@ from dynrag.deeprag.imitation import attach_method, finish
 from dynrag.deeprag.losses import completion_logprobs, dpo_loss
 from dynrag.deeprag.models import is_complete, load_trainable, read_meta
 from dynrag.deeprag.pairs import PreferencePair, build_pairs, tokenize_pair
-from dynrag.deeprag.progress import progress_bar
 from dynrag.deeprag.synth import Models, SynthRequest, run_synth
 from dynrag.deeprag.trainer import TrainOptions, identity_options, pin_threads, plan_batches, train_loop
 from dynrag.deeprag.trajectory import read_trajectories
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.runner import resolve_model
-from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, atomic_write_text, json_line, read_jsonl
+from dynrag.io.files import atomic_write_json, atomic_write_text
+from dynrag.io.jsonl import JsonlAppender, json_line, read_jsonl
+from dynrag.io.lock import DirectoryLock
+from dynrag.progress import progress_bar
 
 PAIRS, REFERENCE, REPORT = "pairs.jsonl", "reference.jsonl", "calibration.json"
 # The authors' DPO rate for 7-8B models; LoRA's usual rate is far higher.

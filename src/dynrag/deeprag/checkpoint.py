@@ -17,7 +17,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from dynrag.errors import DataError
-from dynrag.io import atomic_directory, atomic_write_json, read_json
+from dynrag.io.directories import atomic_directory
+from dynrag.io.files import atomic_write_json, read_json
 
 STATE_FORMAT = "dynrag-train-state/1"
 CHECKPOINT_DIR = "checkpoint"

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from dynrag.errors import ConfigError, DynragError
-from dynrag.io import atomic_write_json, fsync_dir
+from dynrag.io.files import atomic_write_json, fsync_dir
 from dynrag.methods.deeprag.narrative import CHECKPOINT_META
 
 CHECKPOINT_FORMAT = "dynrag-deeprag-checkpoint/1"

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 from typing import Any, Sequence
 
-from dynrag.io import atomic_write_bytes
+from dynrag.io.files import atomic_write_bytes
 
 
 def moving_average(values: Sequence[float], window: int) -> list[float]:

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from dynrag.corpus.passage import Passage
-from dynrag.deeprag.progress import progress_bar
+from dynrag.progress import progress_bar
 from dynrag.deeprag.search import History, Match, SearchLimits, tree_search
 from dynrag.deeprag.teachers import ModelTeacher, NoDecomposition, Teacher, check_teacher, open_teacher, teacher_kind
 from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
@@ -29,7 +29,9 @@ from dynrag.eval.loaders import QAExample, dataset_spec, load_aliases
 from dynrag.eval.rundir import config_differences
 from dynrag.eval.runner import file_sha256, resolve_model
 from dynrag.eval.steps import check_corpus, corpus_index, load_questions
-from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, read_json, read_jsonl
+from dynrag.io.files import atomic_write_json, read_json
+from dynrag.io.jsonl import JsonlAppender, read_jsonl
+from dynrag.io.lock import DirectoryLock
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.deeprag.narrative import Narrative, NarrativeStep, load_exemplars, trained_prompt_shots
 from dynrag.methods.deeprag.writer import NarrativeWriter
@@ -85,7 +87,7 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
     index_dir = check_corpus(req.corpus)
     corpus, corpus_sha = "contexts", None
     if index_dir is not None:
-        from dynrag.retrieval.store import read_manifest
+        from dynrag.retrieval.manifest import read_manifest
 
         corpus = str(index_dir.resolve())
         corpus_sha = read_manifest(corpus)["corpus_sha256"]

@@ -17,9 +17,10 @@ from pydantic import Field
 from rich.console import Console
 
 from dynrag.deeprag.checkpoint import CHECKPOINT_DIR, load_state, read_state_meta, save_state
-from dynrag.deeprag.progress import progress_bar
 from dynrag.errors import ConfigError
-from dynrag.io import JsonlAppender, atomic_write_text, json_line, read_jsonl
+from dynrag.io.files import atomic_write_text
+from dynrag.io.jsonl import JsonlAppender, json_line, read_jsonl
+from dynrag.progress import progress_bar
 from dynrag.registry import Options
 
 TRAIN_LOG = "train_log.jsonl"

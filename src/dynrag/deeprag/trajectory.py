@@ -18,7 +18,7 @@ from typing import Any
 
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DataError
-from dynrag.io import read_jsonl
+from dynrag.io.jsonl import read_jsonl
 from dynrag.methods.deeprag.narrative import NarrativeStep
 
 TRAJECTORY_FORMAT = "dynrag-trajectory/1"

@@ -131,7 +131,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             )
             from dynrag.eval.rundir import CONFIG, RETRIEVAL_RUN_FORMAT, check_run_dir, lock_run
             from dynrag.eval.steps import check_corpus, corpus_index, load_questions
-            from dynrag.io import atomic_write_json
+            from dynrag.io.files import atomic_write_json
             from dynrag.lm.loader import check_model_spec
             from dynrag.retrieval.base import close_retriever
             from dynrag.retrieval.factory import given_options, needs_index, open_retriever

@@ -15,7 +15,7 @@ from dynrag.eval.boundary import knowledge_boundary
 from dynrag.eval.loaders import dataset_spec
 from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions, run_kind, unique_by_id
 from dynrag.eval.summary import summarize
-from dynrag.io import read_json
+from dynrag.io.files import read_json
 
 
 def load_run(run_dir: Path) -> dict[str, Any]:

@@ -32,8 +32,10 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
         with user_errors():
             from dynrag.errors import ConfigError
-            from dynrag.eval.reproduce import TABLES, ReproduceRequest, render, reproduce
-            from dynrag.io import atomic_write_text
+            from dynrag.eval.reproduce import ReproduceRequest, reproduce
+            from dynrag.eval.reproduce_render import render
+            from dynrag.eval.reproduce_tables import TABLES
+            from dynrag.io.files import atomic_write_text
             from dynrag.registry import parse_pairs
 
             if table not in TABLES:

@@ -78,9 +78,9 @@ def evaluate_retrieval(
 
     retriever.search_batch(queries_for(usable[:1]), depth)  # warm-up: JIT, caches, lazy loads
 
-    from tqdm import tqdm
+    from dynrag.progress import stderr_bar
 
-    bar = tqdm(total=len(usable), desc="Retrieving", unit=" q", disable=not progress, mininterval=0.5)
+    bar = stderr_bar(len(usable), "Retrieving", progress, unit=" q")
     rankings: list[dict[str, Any]] = []
     elapsed = 0.0
     with bar:
@@ -110,7 +110,8 @@ def evaluate_retrieval(
 
 def write_outputs(out: Path, result: RetrievalResult, meta: dict[str, Any]) -> Path:
     """DIR/summary.json (meta + metrics) and DIR/rankings.jsonl; returns the summary path."""
-    from dynrag.io import atomic_write_json, atomic_write_text, json_line
+    from dynrag.io.files import atomic_write_json, atomic_write_text
+    from dynrag.io.jsonl import json_line
 
     out.mkdir(parents=True, exist_ok=True)
     summary = {**meta, **result.summary}
@@ -121,11 +122,13 @@ def write_outputs(out: Path, result: RetrievalResult, meta: dict[str, Any]) -> P
 
 def write_hyde_passages(passages, questions: list[str], progress: bool) -> int:
     """Have a passage for every question; returns how many the model wrote now."""
-    from tqdm import tqdm
+    from dynrag.progress import stderr_bar
 
     before = passages.generated
-    for question in tqdm(questions, desc="HyDE passages", unit=" q", disable=not progress):
-        passages.passage(question)
+    with stderr_bar(len(questions), "HyDE passages", progress, unit=" q") as bar:
+        for question in questions:
+            passages.passage(question)
+            bar.update(1)
     return passages.generated - before
 
 

@@ -4,13 +4,13 @@ config.json identifies the run (every input that decides the answers, resolved, 
 a second command into the same directory resumes only when it resolves to the same. config.yaml
 is the same run as a ``dynrag.config.RunConfig`` file, for ``dynrag eval --config RUN/config.yaml``.
 
-predictions.jsonl is append-only (``dynrag.io.JsonlAppender``): each record is written as one
+predictions.jsonl is append-only (``dynrag.io.jsonl.JsonlAppender``): each record is written as one
 line in a single write, then flushed and fsynced, so a crash leaves at most one unterminated last
-line. Reading (``dynrag.io.read_jsonl``) drops such a line (and truncates it away) so the question
+line. Reading (``dynrag.io.jsonl.read_jsonl``) drops such a line (and truncates it away) so the question
 is answered again, exactly once.
 
 One writer at a time: whatever writes a run directory holds ``lock_run(DIR)`` (an flock on
-DIR/.lock, see ``dynrag.io.DirectoryLock``) from before it reads predictions.jsonl until the
+DIR/.lock, see ``dynrag.io.lock.DirectoryLock``) from before it reads predictions.jsonl until the
 summary is written. However the questions are answered (one after another, by threads, by worker
 processes or a Dask cluster), only the coordinating process holds the lock and appends records,
 so a second command on the same directory fails at once naming the holder's pid, and the lock
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.io import (
-    DirectoryLock, JsonlAppender, atomic_write_json, atomic_write_text, json_line, read_json, read_jsonl,
-)
+from dynrag.io.files import atomic_write_json, atomic_write_text, read_json
+from dynrag.io.jsonl import JsonlAppender, json_line, read_jsonl
+from dynrag.io.lock import DirectoryLock
 
 CONFIG, PREDICTIONS, SUMMARY_JSON, SUMMARY_MD = "config.json", "predictions.jsonl", "summary.json", "summary.md"
 CONFIG_YAML = "config.yaml"

@@ -14,10 +14,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.text import Text
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.io import atomic_write_json, atomic_write_text
+from dynrag.io.files import atomic_write_json, atomic_write_text
+from dynrag.progress import bar_columns
 from dynrag.eval.boundary import knowledge_boundary
 from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, check_execution, make_executor
 from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases
@@ -145,7 +146,7 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
             index_dir = check_corpus(req.corpus)
             corpus = "contexts"
             if index_dir is not None:
-                from dynrag.retrieval.store import read_manifest
+                from dynrag.retrieval.manifest import read_manifest
 
                 corpus = str(index_dir.resolve())
                 corpus_sha = read_manifest(corpus)["corpus_sha256"]
@@ -314,15 +315,7 @@ def _answer_all(
     records = list(done)
     by_id = {ex.id: ex for ex in todo}
     written: set[str] = set()
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[stats]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with PredictionWriter(out) as writer, Progress(*columns, console=console, disable=not progress) as bar:
+    with PredictionWriter(out) as writer, Progress(*bar_columns("questions"), console=console, disable=not progress) as bar:
         task = bar.add_task("eval", total=total, completed=len(done), stats=_stats(records))
         for outcome in executor.answers([(ex.id, ex.question) for ex in todo]):
             if outcome.id in written or outcome.id not in by_id:

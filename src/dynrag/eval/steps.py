@@ -51,7 +51,7 @@ def corpus_index(corpus: str, out: Path, examples: list[QAExample], console: Con
     pooled context paragraphs (reused when it holds exactly those, else rebuilt)."""
     given = check_corpus(corpus)
     if given is not None:
-        from dynrag.retrieval.store import corpus_changes
+        from dynrag.retrieval.manifest import corpus_changes
 
         changed = corpus_changes(given)
         if changed:

@@ -15,7 +15,8 @@ from pathlib import Path
 from platformdirs import user_cache_dir
 
 from dynrag.errors import ConfigError, DynragError
-from dynrag.io import atomic_directory, atomic_file
+from dynrag.io.directories import atomic_directory
+from dynrag.io.files import atomic_file
 
 
 @dataclass(frozen=True)

@@ -124,14 +124,7 @@ class HFLanguageModel:
         recorder = self._recorder
         # Prefill rows are not needed: each generated token's row is recorded when it is fed back.
         recorder.reset(active=False)
-        device = self.model.device
-        cache, done = self._prefix_cache(prompt, prompt_ids, offsets)
-        # logits_to_keep=1: only the last position's logits are needed, and the LM head over a
-        # large vocabulary (262k for Gemma 3) would otherwise dominate the prefill.
-        logits = self.model(
-            input_ids=torch.tensor([prompt_ids[done:]], device=device), cache=cache, use_cache=True,
-            logits_to_keep=1,
-        ).logits[0, -1]
+        cache, logits = self._prefill(prompt, prompt_ids, offsets)
         drafting = self.draft_tokens > 0 and croppable(cache)
         # With drafts a forward pass feeds several tokens, so every query row of it is recorded.
         recorder.reset(active=capture_attention, all_rows=drafting)
@@ -147,11 +140,7 @@ class HFLanguageModel:
         decoded = 0  # counts tokens later trimmed away too: the cost of a stop string
         for _ in range(max_new_tokens):
             decoded += 1
-            log_p = torch.log_softmax(logits.float(), dim=-1)
-            token = int(torch.argmax(log_p))
-            entropies.append(float(-(log_p.exp() * log_p).nan_to_num().sum()))
-            logprobs.append(float(log_p[token]))
-            ids.append(token)
+            token = _greedy_token(logits, state)
             if token in self.eos_token_ids:
                 pieces.append("")
                 stop_reason = "eos"
@@ -162,13 +151,10 @@ class HFLanguageModel:
                 state.raw_tokens.append(self.tokenizer.convert_ids_to_tokens(token))
                 visible_rows.extend(recorder.rows[len(visible_rows) : len(ids) - 1])
             text += piece
-            cut, stop_reason = stop_position(text, stop, len(piece)), "stop"
-            if cut is None:
-                cut, stop_reason = stop_after_position(text, stop_after, len(piece)), "stop_after"
+            cut, stop_reason = _stop_cut(text, stop, stop_after, len(piece))
             if cut is not None:
                 trim_to(cut, ids, pieces, logprobs, entropies)
                 break
-            stop_reason = "length"
             if stop_when is not None and stop_when(state):
                 stop_reason = "callback"
                 break
@@ -178,27 +164,10 @@ class HFLanguageModel:
                 logits = ahead.pop(0)[1]  # the draft was right: its keys are cached already
                 self._kv.counts.draft_accepted += 1
                 continue
-            self._drop_drafts(cache, fed, ahead, len(prompt_ids))
-            draft = lookup_draft([*fed, token], min(self.draft_tokens, max_new_tokens - len(ids) - 1)) if drafting else []
-            feed = [token, *draft]
-            out = self.model(
-                input_ids=torch.tensor([feed], device=device), cache=cache, use_cache=True,
-                logits_to_keep=len(feed),
-            ).logits[0]
-            fed.extend(feed)
-            logits = out[0]
-            ahead = list(zip(draft, out[1:]))
-            self._kv.counts.draft_proposed += len(draft)
+            room = min(self.draft_tokens, max_new_tokens - len(ids) - 1) if drafting else 0
+            logits, ahead = self._feed(cache, fed, ahead, token, len(prompt_ids), room)
         self._drop_drafts(cache, fed, ahead, len(prompt_ids))
-        attention = None
-        if capture_attention:
-            rows = recorder.rows[: len(ids)]
-            if len(rows) < len(ids):
-                # The newest token was never fed back; one more decode step yields its row.
-                self.model(input_ids=torch.tensor([[ids[-1]]], device=device), cache=cache, use_cache=True)
-                fed.append(ids[-1])
-                rows = recorder.rows[: len(ids)]
-            attention = rows
+        attention = self._attention_rows(ids, cache, fed) if capture_attention else None
         recorder.reset(active=False)
         self._kv.store(fed, cache)
         return Generation(
@@ -215,6 +184,47 @@ class HFLanguageModel:
             stop_reason=stop_reason,
             decoded_tokens=decoded,
         )
+
+    def _prefill(
+        self, prompt: Prompt, prompt_ids: list[int], offsets: list[tuple[int, int]]
+    ) -> tuple[DynamicCache, torch.Tensor]:
+        """The cache holding the prompt (a cached prefix reused, the rest fed now) and the logits
+        of the first token to generate."""
+        cache, done = self._prefix_cache(prompt, prompt_ids, offsets)
+        # logits_to_keep=1: only the last position's logits are needed, and the LM head over a
+        # large vocabulary (262k for Gemma 3) would otherwise dominate the prefill.
+        logits = self.model(
+            input_ids=torch.tensor([prompt_ids[done:]], device=self.model.device), cache=cache, use_cache=True,
+            logits_to_keep=1,
+        ).logits[0, -1]
+        return cache, logits
+
+    def _feed(
+        self, cache: DynamicCache, fed: list[int], ahead: list, token: int, prompt_length: int, room: int
+    ) -> tuple[torch.Tensor, list[tuple[int, torch.Tensor]]]:
+        """Feed ``token`` to the model, with a prompt-lookup draft of at most ``room`` tokens after
+        it; returns the logits that follow ``token`` and the drafts fed, each with the logits that
+        follow it."""
+        self._drop_drafts(cache, fed, ahead, prompt_length)
+        draft = lookup_draft([*fed, token], room) if room > 0 else []
+        feed = [token, *draft]
+        out = self.model(
+            input_ids=torch.tensor([feed], device=self.model.device), cache=cache, use_cache=True,
+            logits_to_keep=len(feed),
+        ).logits[0]
+        fed.extend(feed)
+        self._kv.counts.draft_proposed += len(draft)
+        return out[0], list(zip(draft, out[1:]))
+
+    def _attention_rows(self, ids: list[int], cache: DynamicCache, fed: list[int]) -> list:
+        """The recorded last-layer attention row of every generated token."""
+        rows = self._recorder.rows[: len(ids)]
+        if len(rows) < len(ids):
+            # The newest token was never fed back; one more decode step yields its row.
+            self.model(input_ids=torch.tensor([[ids[-1]]], device=self.model.device), cache=cache, use_cache=True)
+            fed.append(ids[-1])
+            rows = self._recorder.rows[: len(ids)]
+        return rows
 
     @torch.inference_mode()
     def attention_pass(self, token_ids: list[int], per_head: bool = False, bos: bool = True) -> np.ndarray:
@@ -315,6 +325,30 @@ class HFLanguageModel:
             nxt = tensor[0, start + 1 : stop + 1]
             out[start + 1 : stop + 1] = log_p.gather(1, nxt[:, None])[:, 0].cpu().numpy()
         return ids, offsets, out
+
+
+def _greedy_token(logits: torch.Tensor, state: DecodeState) -> int:
+    """The most likely next token, recorded in ``state`` with its log-probability and the entropy
+    of the whole distribution."""
+    log_p = torch.log_softmax(logits.float(), dim=-1)
+    token = int(torch.argmax(log_p))
+    state.entropies.append(float(-(log_p.exp() * log_p).nan_to_num().sum()))
+    state.logprobs.append(float(log_p[token]))
+    state.token_ids.append(token)
+    return token
+
+
+def _stop_cut(text: str, stop: Sequence[str], stop_after: Sequence[str], new_chars: int) -> tuple[int | None, str]:
+    """Where to cut ``text`` for a stop string completed by its last ``new_chars`` characters, and
+    the stop reason ("stop" before a stop string, "stop_after" after one); (None, "length") when
+    none is complete."""
+    cut = stop_position(text, stop, new_chars)
+    if cut is not None:
+        return cut, "stop"
+    cut = stop_after_position(text, stop_after, new_chars)
+    if cut is not None:
+        return cut, "stop_after"
+    return None, "length"
 
 
 def model_context_window(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:

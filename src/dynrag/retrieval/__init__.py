@@ -1,6 +1,8 @@
 """Retrievers: the Retriever protocol and its Hit record (base), the passage store every local
-index shares (store), BM25 (tokenizer, bm25_build, bm25), dense (vectors, embedder, dense),
-hybrid, milvus, small-to-big, HyDE, and the registry that opens one by name (factory)."""
+index shares (manifest, passage_lines, store, store_writer, stored_hits), BM25 (tokenizer,
+bm25_build, bm25), dense (vectors, embedder, dense), the `dynrag index` build of both
+(index_build), hybrid, milvus, small-to-big, HyDE, and the registry that opens one by name
+(factory)."""
 
 from typing import Any
 

@@ -18,7 +18,8 @@ import numpy as np
 from dynrag.errors import DynragError
 from dynrag.retrieval.base import Hit
 from dynrag.retrieval.bm25_build import build_bm25_index
-from dynrag.retrieval.store import INDEX_FORMAT, PassageStore, StoreBacked, index_error, read_manifest
+from dynrag.retrieval.manifest import INDEX_FORMAT, index_error, read_manifest
+from dynrag.retrieval.store import PassageStore, StoreBacked
 from dynrag.retrieval.tokenizer import BM25Tokenizer
 
 FORMAT = INDEX_FORMAT

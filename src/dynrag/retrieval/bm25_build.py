@@ -24,15 +24,13 @@ import numpy as np
 
 import dynrag
 from dynrag.corpus.passage import Passage
-from dynrag.io import atomic_directory, atomic_write_json, json_line
-from dynrag.retrieval.store import (
-    INDEX_FORMAT,
-    INDEX_FORMAT_VERSION,
-    PARENTS,
-    PassageWriter,
-    check_replaceable,
-    progress_bar,
-)
+from dynrag.io.directories import atomic_directory
+from dynrag.io.files import atomic_write_json
+from dynrag.io.jsonl import json_line
+from dynrag.progress import stderr_bar
+from dynrag.retrieval.manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION
+from dynrag.retrieval.store import PARENTS
+from dynrag.retrieval.store_writer import PassageWriter, check_replaceable
 from dynrag.retrieval.tokenizer import TOKENIZER_SETTINGS, BM25Tokenizer
 from dynrag.text.chunking import ChunkSpec, chunk_passages, small_chunks_keeping_large
 
@@ -71,7 +69,7 @@ def build_bm25_index(
     progress bar when known. ``add_parts(tmp)`` writes more parts (the dense part) into the
     finished BM25 index in its temporary directory, so all of them replace ``out_dir`` in one swap.
     ``sources`` (corpus.source_stamps) goes into the manifest, so a later change of the corpus
-    can be told (store.corpus_changes).
+    can be told (manifest.corpus_changes).
     """
     with atomic_directory(out_dir, check=check_replaceable) as tmp:
         manifest = write_bm25_index(passages, tmp, progress=progress, chunk=chunk, total=total, sources=sources)
@@ -121,7 +119,7 @@ def _write_index(
     store = PassageWriter(tmp)
     long = {"count": 0, "over_chars": LONG_PASSAGE_CHARS, "longest_id": None, "longest_chars": 0}
     try:
-        with progress_bar(total, "Indexing", progress) as bar:
+        with stderr_bar(total, "Indexing", progress) as bar:
 
             def flush(batch: list[Passage]) -> None:
                 for p in batch:

@@ -7,7 +7,7 @@ One index directory can hold both retrievers, so hybrid search needs a single ``
   DIR/dense/manifest.json  format "dynrag-dense", "passages": "parent"
   DIR/dense/vectors.npy    float32 (count, dimension), row i = passage i of DIR/passages.jsonl
 
-``dynrag index SOURCE --out DIR --dense`` builds both (``build_index``: the BM25 part, then the
+``dynrag index SOURCE --out DIR --dense`` builds both (``index_build.build_index``: the BM25 part, then the
 dense part, in one temporary directory swapped into place once, so a crash at any moment leaves
 the old index whole); ``DenseIndex.build_alongside(DIR, ...)`` adds (or refreshes) the dense part
 of an existing BM25 index (atomically: ``DIR/.dense.build-*`` until complete), reading the passages
@@ -43,21 +43,14 @@ import numpy as np
 import dynrag
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexError_
-from dynrag.io import atomic_directory, atomic_write_json
+from dynrag.io.directories import atomic_directory
+from dynrag.io.files import atomic_write_json
+from dynrag.progress import duration, notice, stderr_bar
 from dynrag.retrieval.base import Hit, without_blank_queries
+from dynrag.retrieval.manifest import INDEX_FORMAT, check_manifest, load_manifest_json, read_manifest
+from dynrag.retrieval.store import PassageStore, StoreBacked
+from dynrag.retrieval.store_writer import PassageWriter, check_replaceable
 from dynrag.retrieval.vectors import exact_top_k, faiss_available, faiss_index, npy_header
-from dynrag.retrieval.store import (
-    INDEX_FORMAT,
-    PassageStore,
-    PassageWriter,
-    StoreBacked,
-    check_manifest,
-    check_replaceable,
-    load_manifest_json,
-    notice,
-    progress_bar,
-    read_manifest,
-)
 
 if TYPE_CHECKING:
     from dynrag.retrieval.embedder import Embedder
@@ -225,34 +218,6 @@ class DenseIndex(StoreBacked):
 # ---- building helpers -------------------------------------------------------------------------
 
 
-def build_index(
-    passages: Iterable[Passage],
-    out_dir: str | Path,
-    *,
-    embedder: Embedder | None = None,
-    chunk: Any = None,
-    batch_size: int = 64,
-    progress: bool = True,
-    total: int | None = None,
-    sources: dict[str, Any] | None = None,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """A BM25 index of ``passages`` at ``out_dir`` and, with an ``embedder``, its dense part: both
-    written into one temporary directory that replaces ``out_dir`` only when both are complete.
-    Returns (BM25 manifest, dense manifest or None)."""
-    from dynrag.retrieval.bm25_build import build_bm25_index
-
-    dense: list[dict[str, Any]] = []
-    out = Path(out_dir).absolute()
-
-    def add_dense(tmp: Path) -> None:
-        dense.append(write_dense_part(tmp, embedder, batch_size=batch_size, progress=progress,
-                                      shown=out / DENSE_SUBDIR))
-
-    manifest = build_bm25_index(passages, out, progress=progress, chunk=chunk, total=total, sources=sources,
-                                add_parts=add_dense if embedder is not None else None)
-    return manifest, (dense[0] if dense else None)
-
-
 def write_dense_part(
     index_dir: Path,
     embedder: Embedder,
@@ -292,17 +257,6 @@ def _announcer(count: int, model: str, shown: Path) -> Any:
     return announce
 
 
-def duration(seconds: float) -> str:
-    """A rough human duration: "40 s", "23 min", "1.5 h"."""
-    if seconds != seconds or seconds == float("inf"):
-        return "an unknown time"
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 90 * 60:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def _atomic_build(out: Path, write: Any) -> dict[str, Any]:
     with atomic_directory(out, check=check_replaceable) as tmp:
         return write(tmp)
@@ -323,7 +277,7 @@ def _write(
     first batch, timed, so the build can say how long it will take before it takes it."""
     dim = embedder.dimension
     store = PassageWriter(tmp if own_passages else None)
-    with open(tmp / VECTORS, "wb") as vec_out, progress_bar(total, "Embedding", progress) as bar:
+    with open(tmp / VECTORS, "wb") as vec_out, stderr_bar(total, "Embedding", progress) as bar:
         vec_out.write(npy_header(0, dim))  # placeholder, rewritten with the real count below
 
         def flush(batch: list[Passage]) -> None:

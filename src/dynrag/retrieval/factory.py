@@ -169,7 +169,7 @@ def open_retriever(
     """The retriever ``name`` over ``index_dir`` (see the module doc). Over a small-to-big index
     it searches the small chunks and returns their large chunks."""
     from dynrag.retrieval.small_to_big import SmallToBigRetriever, is_small_to_big, load_parents
-    from dynrag.retrieval.store import read_manifest
+    from dynrag.retrieval.manifest import read_manifest
 
     RETRIEVERS.get(name)  # an unknown name fails before the index is read
     small_to_big = index_dir is not None and Path(index_dir).is_dir() and is_small_to_big(read_manifest(index_dir))

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dynrag.io import JsonlAppender, read_jsonl
+from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.lm.base import LanguageModel
 from dynrag.retrieval.hyde import HYDE_PROMPT, hypothetical_passage, join_query
 

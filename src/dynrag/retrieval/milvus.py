@@ -27,7 +27,6 @@ its own function (arctan-based), not min-max, so it is close to but not the same
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -132,7 +131,7 @@ class MilvusRetriever(BatchSearch):
         The collection is filled under a temporary name and renamed over the old one at the end,
         so an interrupted build leaves an existing collection as it was.
         """
-        from tqdm import tqdm
+        from dynrag.progress import stderr_bar
 
         pm = _pymilvus()
         if embedder is None:
@@ -145,8 +144,7 @@ class MilvusRetriever(BatchSearch):
             if client.has_collection(tmp):
                 client.drop_collection(tmp)
             _create(client, pm, tmp, embedder.dimension)
-            bar = tqdm(total=total, desc="Milvus", unit=" passages", disable=not progress,
-                       file=sys.stderr, mininterval=0.5, dynamic_ncols=True)
+            bar = stderr_bar(total, "Milvus", progress)
             row = 0
             with bar:
                 batch: list[Passage] = []

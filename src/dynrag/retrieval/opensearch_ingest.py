@@ -21,8 +21,9 @@ from typing import Any
 import dynrag
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DataError, DynragError, IndexError_
+from dynrag.progress import stderr_bar
 from dynrag.retrieval.opensearch import INDEX_FORMAT, INDEX_FORMAT_VERSION, call, connect, index_meta
-from dynrag.retrieval.store import PassageWriter, progress_bar
+from dynrag.retrieval.store_writer import PassageWriter
 
 DEFAULT_K1, DEFAULT_B = 1.2, 0.75  # Lucene's BM25 defaults, which the papers' Elasticsearch index used
 DEFAULT_BATCH = 500
@@ -99,7 +100,7 @@ def build_opensearch_index(
         meta["ingested"] = ingested
         _checkpoint(client, url, index, meta)
 
-    with progress_bar(total, "OpenSearch", progress) as bar:
+    with stderr_bar(total, "OpenSearch", progress) as bar:
         if resume_at:
             bar.update(resume_at)
         for p in passages:

@@ -15,7 +15,7 @@ from typing import Any
 
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DataError, IndexError_
-from dynrag.io import read_jsonl
+from dynrag.io.jsonl import read_jsonl
 from dynrag.retrieval.base import BatchSearch, Hit, Retriever, close_retriever
 from dynrag.retrieval.store import PARENTS as PARENTS_FILE
 from dynrag.text.chunking import parse_chunk_spec, small_chunk_parent

@@ -57,6 +57,14 @@ def create_app(engine: Engine, settings: ServeSettings) -> FastAPI:
 
     app = FastAPI(title="dynrag", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.engine, app.state.queue, app.state.settings = engine, queue, settings
+    _add_error_handlers(app)
+    _add_pages(app, engine, settings, queue)
+    _add_answering(app, engine, settings, queue)
+    return Guard(app, settings)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error in OpenAI's error shape: ours, request validation's, and routing's."""
 
     @app.exception_handler(APIError)
     async def api_error(_: Request, exc: APIError):
@@ -75,6 +83,35 @@ def create_app(engine: Engine, settings: ServeSettings) -> FastAPI:
     async def http_error(_: Request, exc: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
         return JSONResponse(APIError(exc.status_code, str(exc.detail), code=code).body(), exc.status_code)
+
+
+def _add_pages(app: FastAPI, engine: Engine, settings: ServeSettings, queue: ModelQueue) -> None:
+    """The routes that do not run the model: the viewer, /health and /v1/models."""
+
+    @app.get("/", include_in_schema=False)
+    async def viewer():
+        return FileResponse(str(STATIC / "index.html"), media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "model": engine.model_name, "index": engine.index_label,
+                "methods": engine.method_names(), "auth": bool(settings.api_key), "queue": queue.status(),
+                "limits": {k: getattr(settings, k) for k in ("timeout", "max_body_bytes", "max_question_chars",
+                                                             "max_tokens", "queue_size")}}
+
+    @app.get("/v1/models")
+    async def models():
+        created = int(time.time())
+        return {"object": "list", "data": [
+            {"object": "model", "created": created, "owned_by": "dynrag", "model": engine.model_name, **m}
+            for m in engine.describe_methods()
+        ]}
+
+
+def _add_answering(app: FastAPI, engine: Engine, settings: ServeSettings, queue: ModelQueue) -> None:
+    """/v1/ask and /v1/chat/completions: validate, queue for the model, wait for the answer."""
 
     def validated(method: str, options: dict, question: str, max_tokens: int | None):
         try:
@@ -106,27 +143,6 @@ def create_app(engine: Engine, settings: ServeSettings) -> FastAPI:
         except Exception as exc:  # a bug, not the user's input: say so in OpenAI's shape
             raise APIError(500, f"{type(exc).__name__}: {exc}", type="server_error", code="internal_error") from None
 
-    @app.get("/", include_in_schema=False)
-    async def viewer():
-        return FileResponse(str(STATIC / "index.html"), media_type="text/html")
-
-    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
-
-    @app.get("/health")
-    async def health():
-        return {"status": "ok", "model": engine.model_name, "index": engine.index_label,
-                "methods": engine.method_names(), "auth": bool(settings.api_key), "queue": queue.status(),
-                "limits": {k: getattr(settings, k) for k in ("timeout", "max_body_bytes", "max_question_chars",
-                                                             "max_tokens", "queue_size")}}
-
-    @app.get("/v1/models")
-    async def models():
-        created = int(time.time())
-        return {"object": "list", "data": [
-            {"object": "model", "created": created, "owned_by": "dynrag", "model": engine.model_name, **m}
-            for m in engine.describe_methods()
-        ]}
-
     @app.post("/v1/ask")
     async def ask(body: AskRequest, request: Request):
         deadline = time.monotonic() + settings.timeout
@@ -137,17 +153,7 @@ def create_app(engine: Engine, settings: ServeSettings) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(body: ChatRequest, request: Request):
         deadline = time.monotonic() + settings.timeout
-        options = dict(body.options)
-        valid_options = _option_names(engine, body.model)
-        for key, value in (body.model_extra or {}).items():
-            if key in IGNORED_CHAT_FIELDS:
-                continue
-            if valid_options is not None and key in valid_options:
-                options.setdefault(key, value)
-                continue
-            raise APIError(400, f"unknown field {key!r}; method options go in 'options' (valid for "
-                                f"{body.model!r}: {', '.join(sorted(valid_options or [])) or 'none'})",
-                           code="unknown_option", param=key)
+        options = _chat_options(engine, body)
         name, parsed, question = validated(body.model, options, body.question(),
                                            body.max_completion_tokens or body.max_tokens)
         job = admit(name, parsed, question)
@@ -158,7 +164,22 @@ def create_app(engine: Engine, settings: ServeSettings) -> FastAPI:
         return StreamingResponse(_stream(job, queue, request, deadline, completion_id, name, settings),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-    return Guard(app, settings)
+
+def _chat_options(engine: Engine, body: ChatRequest) -> dict[str, Any]:
+    """The method options of a chat request: its ``options``, plus the top-level fields that name
+    an option of its method; OpenAI fields no method uses are dropped, any other field is an error."""
+    options = dict(body.options)
+    valid_options = _option_names(engine, body.model)
+    for key, value in (body.model_extra or {}).items():
+        if key in IGNORED_CHAT_FIELDS:
+            continue
+        if valid_options is not None and key in valid_options:
+            options.setdefault(key, value)
+            continue
+        raise APIError(400, f"unknown field {key!r}; method options go in 'options' (valid for "
+                            f"{body.model!r}: {', '.join(sorted(valid_options or [])) or 'none'})",
+                       code="unknown_option", param=key)
+    return options
 
 
 def _option_names(engine: Engine, method: str) -> set[str] | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.corpus.passage import Passage
-from dynrag.eval.datasets import DATASETS, Dataset, ParseContext
+from dynrag.eval.datasets.registry import DATASETS, Dataset, ParseContext
 from dynrag.eval.datasets.fields import answers, as_object, first_id, required, required_text
 from dynrag.eval.decomposition import evidence_decomposition
 from dynrag.eval.examples import QAExample, make_passage

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynrag.eval.datasets import DATASETS, Dataset, ParseContext
+from dynrag.eval.datasets.registry import DATASETS, Dataset, ParseContext
 from dynrag.eval.datasets.fields import answers, as_object, first_id, required, required_text
 from dynrag.eval.examples import QAExample, make_passage
 from dynrag.eval.records import BadRecord, iter_json_array

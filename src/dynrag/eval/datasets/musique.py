@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynrag.eval.datasets import DATASETS, Dataset, ParseContext
+from dynrag.eval.datasets.registry import DATASETS, Dataset, ParseContext
 from dynrag.eval.datasets.fields import answers, as_object, generic_contexts, required, required_text, string_list
 from dynrag.eval.decomposition import musique_decomposition
 from dynrag.eval.examples import QAExample

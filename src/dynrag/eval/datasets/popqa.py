@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dynrag.eval.datasets import DATASETS, Dataset, ParseContext
+from dynrag.eval.datasets.registry import DATASETS, Dataset, ParseContext
 from dynrag.eval.datasets.fields import answers, as_object, generic_contexts, required, required_text, string_list
 from dynrag.eval.examples import QAExample
 from dynrag.eval.records import BadRecord, first_char, iter_json_array, iter_jsonl, iter_tsv

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynrag.eval.datasets import DATASETS, Dataset, ParseContext
+from dynrag.eval.datasets.registry import DATASETS, Dataset, ParseContext
 from dynrag.eval.datasets.fields import as_object, first_id, required, required_text, string_list
 from dynrag.eval.decomposition import strategyqa_decomposition
 from dynrag.eval.examples import QAExample, make_passage

@@ -1,11 +1,19 @@
-"""Progress for the long commands (synth, train): a bar with a rate and an ETA on a terminal, and
-a plain line at most every few seconds otherwise (a log file of a background job)."""
+"""Progress shown while long work runs: every bar shows a rate and an ETA.
+
+The long commands (synth, train, eval) draw a rich bar on a terminal, and print a plain line at
+most every few seconds otherwise (a log file of a background job): ``progress_bar``, whose
+columns ``bar_columns`` also gives to a caller that drives its own ``rich.progress.Progress``.
+Index builds and retrieval evaluation write a tqdm bar to stderr (``stderr_bar``) and announce long
+work with ``notice``; ``duration`` words an estimate ("23 min").
+"""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -69,6 +77,13 @@ class Bar:
         )
 
 
+def bar_columns(unit: str) -> tuple[ProgressColumn, ...]:
+    """The columns of a rich bar: description, bar, done/total, the task's ``stats`` field, rate,
+    elapsed time and ETA."""
+    return (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[stats]}"), RateColumn(unit), TimeElapsedColumn(), TimeRemainingColumn())
+
+
 @contextmanager
 def progress_bar(description: str, total: int, completed: int, console: Console, enabled: bool = True,
                  unit: str = "items") -> Iterator[Bar]:
@@ -76,11 +91,36 @@ def progress_bar(description: str, total: int, completed: int, console: Console,
     one; silent when not enabled."""
     bar = Bar(description, total, completed, console, enabled, unit)
     if enabled and console.is_terminal:
-        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[stats]}"), RateColumn(unit), TimeElapsedColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=console) as progress:
+        with Progress(*bar_columns(unit), console=console) as progress:
             bar._progress = progress
             bar._task = progress.add_task(description, total=total, completed=completed, stats="")
             yield bar
         return
     yield bar
+
+
+def notice(message: str) -> None:
+    """One line on stderr about long work about to happen (shown with or without progress bars;
+    a bar being drawn is moved below it)."""
+    from tqdm import tqdm
+
+    tqdm.write(message, file=sys.stderr)
+
+
+def stderr_bar(total: int | None, desc: str, enabled: bool, unit: str = " passages") -> Any:
+    """The tqdm bar (rate and ETA) on stderr that index builds and retrieval evaluation show."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr,
+                mininterval=0.5, dynamic_ncols=True)
+
+
+def duration(seconds: float) -> str:
+    """A rough human duration: "40 s", "23 min", "1.5 h"."""
+    if seconds != seconds or seconds == float("inf"):
+        return "an unknown time"
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"

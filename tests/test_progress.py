@@ -2,7 +2,7 @@
 
 from rich.console import Console
 
-from dynrag.deeprag.progress import format_eta, format_rate, progress_bar
+from dynrag.progress import format_eta, format_rate, progress_bar
 
 
 def test_rates_and_etas_read_naturally():

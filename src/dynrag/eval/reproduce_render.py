@@ -1,0 +1,71 @@
+"""The markdown ``dynrag reproduce`` prints: per dataset, our figure beside the published one and
+their difference, cell by cell."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynrag.eval.reproduce import ReproduceRequest
+from dynrag.eval.reproduce_tables import Table
+
+
+def _figure(summary: dict[str, Any], key: str) -> float | None:
+    value: Any = summary
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value if isinstance(value, (int, float)) else None
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _delta(ours: float | None, paper: float | None, digits: int) -> str:
+    return "–" if ours is None or paper is None else f"{ours - paper:+.{digits}f}"
+
+
+def render(report: dict[str, Any]) -> str:
+    """Markdown: per dataset, our figure, the published one and the difference, cell by cell."""
+    table: Table = report["table"]
+    req: ReproduceRequest = report["request"]
+    results = report["results"]
+    from dynrag.eval.runner import resolve_model
+
+    lines = [
+        f"# {table.title}: ours beside the published numbers",
+        "",
+        f"Ours: model `{resolve_model(req.model)}`, retriever {req.retriever or 'default (bm25; hybrid for presets)'}, "
+        f"corpus {req.corpus}, first {req.limit or 'all'} questions, scorer {table.scorer}. "
+        f"Paper: {table.paper_setting}. Δ = ours − paper.",
+    ]
+    for ds in report.get("datasets", table.datasets):
+        specs = [s for s in table.runs if s.dataset == ds]
+        cols = table.columns(ds)
+        lines += ["", f"## {ds}", ""]
+        if ds in report["missing"]:
+            typed = "published numbers only" if table.published_cells.get(ds) else "its published cells are not typed here either"
+            lines += [f"_{report['missing'][ds]}_: {typed}.", ""]
+        header = ["method"]
+        for c in cols:
+            header += [f"{c.title} ours"] if c.ours else []
+            header += [f"{c.title} paper"] if c.paper else []
+            header += [f"{c.title} Δ"] if c.ours and c.paper else []
+        lines += ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+        n_seen = set()
+        for spec in specs:
+            summary = results.get((ds, spec.key))
+            if summary:
+                n_seen.add(summary.get("n"))
+            paper_row = table.published_cells.get(ds, {}).get(spec.key, {})
+            row = [spec.label]
+            for c in cols:
+                ours = _figure(summary, c.ours) if (summary and c.ours) else None
+                paper = paper_row.get(c.paper) if c.paper else None
+                row += [_fmt(ours, c.digits)] if c.ours else []
+                row += [_fmt(paper, c.digits)] if c.paper else []
+                row += [_delta(ours, paper, c.digits)] if c.ours and c.paper else []
+            lines.append("| " + " | ".join(row) + " |")
+        if n_seen - {None}:
+            lines += ["", f"Our questions: {', '.join(str(n) for n in sorted(n_seen - {None}))}."]
+    lines += ["", *(f"Source: {n}" for n in table.notes)]
+    return "\n".join(lines) + "\n"
