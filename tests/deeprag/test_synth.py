@@ -109,6 +109,10 @@ def test_questions_without_a_correct_narrative_are_counted_and_not_searched_agai
     skipped = read_jsonl(tmp_path / "synth" / "skipped.jsonl")
     assert [r["id"] for r in skipped] == [f"q{i}" for i in range(6)]
     assert all(r["tree"]["expanded"] == 5 for r in skipped)
+    # 5 nodes on 2 hops: root, P, PP, R, PR taken; the 1-retrieval narrative RP was never tried
+    assert all(r["cut_at"] == 1 for r in skipped)
+    assert summary["node_budget"] == {"max_nodes": 5, "exhaustive": False, "whole_tree": 31, "cut": 6,
+                                      "cut_at_retrievals": {"1": 6}}
     calls = len(never_right.prompts)
     again = run_synth(request(tmp_path, data, max_nodes=5), progress=False, models=Models(never_right, None, index))
     assert len(never_right.prompts) == calls and again["questions"] == 6  # nothing searched twice
