@@ -257,6 +257,32 @@ def reference_trigger(
     return s, np.flatnonzero((sent == s) & (arr > theta))
 
 
+def authors_trigger(
+    unfiltered: ArrayLike, content: ArrayLike, sentence: ArrayLike, theta: float
+) -> tuple[int, int, NDArray[np.int64]] | None:
+    """The authors' trigger: (sentence number, first word over ``theta``, content words over it there).
+
+    ``unfiltered`` is ``H * a`` without the semantic indicator. As in the authors' released code,
+    any word over ``theta`` (a stopword too) makes its sentence the triggering one, and the
+    part-of-speech filter runs afterwards, on the hit words only: the hits (third item) may be
+    empty. With no hits their QFS weights are 0/0 for every word, and a sort over those keys keeps
+    text order, so the query is the first content words of the pass (roughly the question);
+    :func:`reference_qfs_weights` with no hits gives all-equal weights, which select the same words.
+    """
+    arr = _vector(unfiltered, "unfiltered")
+    c = _vector(content, "content", dtype=bool)
+    sent = _vector(sentence, "sentence", dtype=np.int64)
+    if not arr.shape == c.shape == sent.shape:
+        raise ValueError(
+            f"unfiltered, content and sentence must have one entry per word; got {arr.shape[0]}, {c.shape[0]}, {sent.shape[0]}"
+        )
+    first = first_trigger(arr, theta)
+    if first is None:
+        return None
+    s = int(sent[first])
+    return s, first, np.flatnonzero((sent == s) & (arr > theta) & c)
+
+
 def reference_qfs_weights(
     attention: ArrayLike, spans: Sequence[_Span], hits: Sequence[int]
 ) -> NDArray[np.float64]:
@@ -295,6 +321,7 @@ def reference_qfs_weights(
 
 
 __all__ = [
+    "authors_trigger",
     "first_trigger",
     "qfs_select",
     "reference_attention_weights",
