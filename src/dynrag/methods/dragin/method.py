@@ -62,7 +62,8 @@ class DraginOptions(IterativeOptions):
     settled_stop: bool = Field(
         True,
         description="paper variant, with early_stop: stop as soon as the first trigger can no longer change "
-        "(no earlier word can still cross theta), before the sentence ends; the same decisions, fewer tokens",
+        "(no earlier word can still cross theta), before the sentence ends; the same decisions, fewer tokens. "
+        "Off with content_words=pos (a later word can change an earlier word's tag)",
     )
     content_words: Literal["stopwords", "pos"] = Field(
         "stopwords", description="content-word rule: a stopword list, or part of speech from a spaCy pipeline"
@@ -139,6 +140,12 @@ class Dragin(IterativeMethod):
         return DEFAULT_QUERY_TOKENS[self.options.variant]
 
     @property
+    def settled_stop(self) -> bool:
+        """`settled_stop` as applied: off with part-of-speech content words, whose tags depend on the
+        words that follow (an earlier word's s_i may still change, so no trigger is ever settled)."""
+        return self.options.settled_stop and self.options.content_words != "pos"
+
+    @property
     def stopword_trigger(self) -> str:
         return self.options.stopword_trigger or DEFAULT_STOPWORD_TRIGGER[self.options.variant]
 
@@ -147,6 +154,7 @@ class Dragin(IterativeMethod):
         state.trace.options["theta"] = self.theta  # the resolved values, not None
         state.trace.options["max_query_tokens"] = self.max_query_tokens
         state.trace.options["stopword_trigger"] = self.stopword_trigger
+        state.trace.options["settled_stop"] = self.settled_stop
         return state
 
     def answer(self, question: str) -> Answer:
@@ -230,7 +238,7 @@ class Dragin(IterativeMethod):
         soon as the first trigger is settled before its sentence ends (scoring.settled_trigger)."""
         theta = self.theta
         content = self._content
-        settled = self.options.settled_stop
+        settled = self.settled_stop
 
         def watch(state) -> bool:
             at_sentence_end = bool(state.pieces) and ends_sentence(state.pieces[-1])
