@@ -253,6 +253,21 @@ def deeprag_table3(options: DeepragTableOptions) -> Table:
     )
 
 
+@TABLES.register("deeprag-figure4", DeepragTableOptions, "DeepRAG Figure 4: parametric only, retrieve only and adaptive decisions")
+def deeprag_figure4(options: DeepragTableOptions) -> Table:
+    """The same narratives with every decision forced one way (decision=never / always) and with the
+    model's own (generate); the model is --option calibration when given, else the command's --model."""
+    datasets = ["hotpotqa", "2wikimultihopqa"]
+    rows = [("parametric_only", "parametric only (decision=never)", "never"),
+            ("retrieve_only", "retrieve only (decision=always)", "always"), ("deeprag", "DeepRAG (adaptive)", "generate")]
+    runs = [RunSpec(ds, key, label, "deeprag", {"k": 3, "decision": d}, model=options.calibration)
+            for ds in datasets for key, label, d in rows]
+    columns = [Column("EM", "em", None), Column("F1", "f1", None), Column("retrievals/question", "retrievals_per_question", None, 2)]
+    return Table("deeprag-figure4", "DeepRAG Figure 4 (inference strategies)", datasets, runs, lambda _: columns,
+                 _cells("deeprag-figure4", "paper"), f"Llama-3-8B (as Table 1), {DEEPRAG_SETTING}",
+                 notes=[published()["tables"]["deeprag-figure4"]["source"]])
+
+
 # -- running -------------------------------------------------------------------------------------
 
 
