@@ -161,3 +161,9 @@ def test_deeprag_figure4_forces_every_decision_one_way_then_lets_the_model_decid
     assert sorted(report["missing"]) == ["2wikimultihopqa"]
     text = render(report)
     assert "| parametric only (decision=never) | 0.500 |" in text and "EM paper" not in text
+
+
+def test_dragin_tables_cut_every_query_to_64_tokens_as_the_authors():
+    table = TABLES.open("dragin-table2", {})
+    retrieving = [s for s in table.runs if s.method != "direct"]
+    assert retrieving and all(s.options.get("max_query_tokens") == 64 for s in retrieving)

@@ -102,13 +102,14 @@ def dragin_runs(paper_model: str, datasets: list[str], keys: list[str]) -> list[
     runs = []
     for ds in datasets:
         budget = settings["generate_max_length"][ds]
-        loop = {**UNCAPPED, "max_new_tokens": budget}
+        # Every BM25 query of the authors' code, the baselines' too, keeps its last 64 tokens.
+        loop = {**UNCAPPED, "max_new_tokens": budget, "max_query_tokens": 64}
         # FLARE as DRAGIN's code runs it: retrieve when the sentence's mean (1 - p) exceeds h, mask
         # the tokens whose 1 - p exceeds h, i.e. mean p < 1 - h and p < 1 - h.
         flare_p = round(1.0 - model["flare_threshold"][ds], 6)
         by_key = {
             "direct": RunSpec(ds, "direct", "wo-RAG", "direct", {"max_new_tokens": budget}),
-            "single": RunSpec(ds, "single", "SR-RAG", "single", {"max_new_tokens": budget, "k": 3}),
+            "single": RunSpec(ds, "single", "SR-RAG", "single", {"max_new_tokens": budget, "k": 3, "max_query_tokens": 64}),
             # The released FL-RAG config names no window; 25 tokens is the paper's FL-RAG query length (§5.4).
             "fixed_length": RunSpec(ds, "fixed_length", "FL-RAG", "fixed_length",
                                     {**loop, "n": 25, "first_retrieval": True}),

@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from dynrag.lm.base import Generation, require
 from dynrag.methods.base import Answer
-from dynrag.methods.dragin.reference import last_tokens, reference_qfs_query, reference_word_scores
+from dynrag.methods.dragin.reference import reference_qfs_query, reference_word_scores
 from dynrag.methods.dragin.scoring import (
     authors_trigger,
     first_trigger,
@@ -123,6 +123,7 @@ class Dragin(IterativeMethod):
             require(lm, "attention_pass", needed_by="method 'dragin' with variant=reference",
                     instead="use variant=paper, which needs only what decoding captured")
         super().__init__(lm, builder, options, retriever)
+        self.chain.max_query_tokens = self.max_query_tokens  # the variant's default when not given
         if options.content_words == "pos":
             tagger = spacy_tagger(options.pos_model)  # fails now, with the fix, if it is not installed
             self._content: ContentTest = lambda words: content_flags(words, "pos", tagger)
@@ -180,7 +181,7 @@ class Dragin(IterativeMethod):
                     break
                 continue
             self.keep(state, gen, scored.words[trigger].start, details=scored.details(trigger))
-            query = last_tokens(self.lm, self._qfs_query(gen, scored.words[trigger].start), self.max_query_tokens)
+            query = self._qfs_query(gen, scored.words[trigger].start)  # the chain cuts it to max_query_tokens
             self.retrieve(state, query, reason=f"RIND {scored.scores[trigger]:.2f} > {self.theta} "
                                                 f"at '{scored.words[trigger].text}'")
             protect_first_sentence = True
@@ -211,7 +212,6 @@ class Dragin(IterativeMethod):
                 self.lm, state.question, state.answer, gen, words, [int(h - members[0]) for h in hits],
                 self.options.query_words, self._content,
             )
-            query = last_tokens(self.lm, query, self.max_query_tokens)
             if len(hits):
                 reason = f"RIND > {self.theta} at '{', '.join(made_of['hit_words'])}'"
             else:
