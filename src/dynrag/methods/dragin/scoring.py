@@ -243,8 +243,8 @@ def reference_trigger(
     """(sentence number, words over ``theta`` in it) for the first sentence holding such a word.
 
     ``scores`` already carry the semantic indicator (0 for stopwords), so a sentence whose only
-    over-threshold words are stopwords does not trigger. The released code does trigger there and
-    then averages the attention of zero hit words (0/0); that bug is kept out on purpose.
+    over-threshold words are stopwords does not trigger (``stopword_trigger=skip``). The released
+    code does trigger there (:func:`authors_trigger`, ``stopword_trigger=authors``).
     """
     arr = _vector(scores, "scores")
     sent = _vector(sentence, "sentence", dtype=np.int64)
