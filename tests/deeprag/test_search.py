@@ -3,7 +3,7 @@
 import pytest
 
 from dynrag.errors import ConfigError
-from dynrag.deeprag.search import Match, Node, SearchLimits, children, tree_search
+from dynrag.deeprag.search import Match, Node, SearchLimits, children, exhaustive_nodes, tree_search
 from dynrag.methods.deeprag.narrative import NarrativeStep
 from tests.fakes import ScriptedTree
 
@@ -59,6 +59,35 @@ def test_node_limit_and_exhaustion():
     assert short.status == "exhausted" and short.expanded == 3 and short.terminals == 2 and short.queued == 0
     with pytest.raises(ConfigError):
         SearchLimits(max_steps=0)
+
+
+FOUR = ("q1", "q2", "q3", "q4")
+
+
+def test_the_default_budget_is_the_whole_tree_and_finds_a_path_retrieving_at_every_step():
+    assert exhaustive_nodes(1) == 3 and exhaustive_nodes(4) == 31
+    assert SearchLimits().max_nodes == 31 and SearchLimits(max_steps=2).max_nodes == 7
+    assert SearchLimits().exhaustive and not SearchLimits(max_steps=4, max_nodes=24).exhaustive
+    tree = ScriptedTree(correct_path=(True,) * 4, subqueries=FOUR)
+    result = tree_search(tree, SearchLimits())  # T = 4, no budget given
+    assert result.status == "found" and [s.retrieve for s in result.steps] == [True] * 4
+    assert result.expanded == 31 and result.queued == 0  # the last node of the tree
+    assert len(tree.finals) == 16  # every narrative of four sub-questions was checked
+
+
+def test_a_smaller_budget_says_at_which_retrieval_count_it_cut():
+    # T = 4 has 5, 10, 10, 5, 1 nodes with 0..4 retrievals; the old default of 24 nodes runs out
+    # among the 2-retrieval ones, so a narrative that needs 3 is never reached
+    cut = tree_search(ScriptedTree(correct_path=(True, True, True, False), subqueries=FOUR),
+                      SearchLimits(max_steps=4, max_nodes=24))
+    assert cut.status == "node_limit" and cut.cut_at == 2 and cut.steps is None
+    assert max(r for r, _ in cut.order) == 2
+    # 8 nodes on 4 hops: not even every 1-retrieval narrative is tried
+    tiny = tree_search(ScriptedTree(correct_path=(False, False, False, True), subqueries=FOUR),
+                       SearchLimits(max_steps=4, max_nodes=8))
+    assert tiny.status == "node_limit" and tiny.cut_at == 1
+    found = tree_search(ScriptedTree(correct_path=(False, False, False, True), subqueries=FOUR), SearchLimits())
+    assert found.status == "found" and found.cut_at is None and found.retrievals == 1
 
 
 def test_max_steps_counts_subquestions_not_retrievals():

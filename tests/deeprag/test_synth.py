@@ -1,9 +1,11 @@
 """Synthesis end to end with a scripted model and a real BM25 index: records, resume, errors."""
 
+import io
 import json
 import re
 
 import pytest
+from rich.console import Console
 
 from dynrag.deeprag.synth import Models, SynthRequest, run_synth
 from dynrag.deeprag.teachers import phrase_subquery
@@ -103,12 +105,19 @@ def test_dataset_teacher_finds_the_cheapest_correct_narratives(tmp_path, bench):
 def test_questions_without_a_correct_narrative_are_counted_and_not_searched_again(tmp_path, bench):
     data, index = bench
     never_right = ScriptedLM(lambda text: " Nowhere Town." if text.endswith(FINAL) else " Nowhere Town")
-    summary = run_synth(request(tmp_path, data, max_nodes=5), progress=False, models=Models(never_right, None, index))
+    said = io.StringIO()
+    summary = run_synth(request(tmp_path, data, max_nodes=5), progress=False, models=Models(never_right, None, index),
+                        console=Console(file=said, width=300))
+    assert "--max-nodes 5 is below the whole tree for T = 4 (31 nodes)" in said.getvalue()
     assert summary["found"] == 0 and summary["share_found"] == 0.0
     assert summary["skipped"] == {"node_limit": 6}
     skipped = read_jsonl(tmp_path / "synth" / "skipped.jsonl")
     assert [r["id"] for r in skipped] == [f"q{i}" for i in range(6)]
     assert all(r["tree"]["expanded"] == 5 for r in skipped)
+    # 5 nodes on 2 hops: root, P, PP, R, PR taken; the 1-retrieval narrative RP was never tried
+    assert all(r["cut_at"] == 1 for r in skipped)
+    assert summary["node_budget"] == {"max_nodes": 5, "exhaustive": False, "whole_tree": 31, "cut": 6,
+                                      "cut_at_retrievals": {"1": 6}}
     calls = len(never_right.prompts)
     again = run_synth(request(tmp_path, data, max_nodes=5), progress=False, models=Models(never_right, None, index))
     assert len(never_right.prompts) == calls and again["questions"] == 6  # nothing searched twice
@@ -149,3 +158,16 @@ def test_phrasing_gold_steps():
     assert phrase_subquery("#1 >> twinned with", ["Lyon"]) == "What is the twinned with of Lyon?"
     assert phrase_subquery("Who was the first head of #1 ?", ["North School"]) == "Who was the first head of North School ?"
     assert phrase_subquery("Is #2 older than #1?", ["1887"]) == "Is #2 older than 1887?"  # unknown reference kept
+
+
+def test_the_default_budget_is_the_whole_tree_and_says_nothing(tmp_path, bench):
+    data, index = bench
+    never_right = ScriptedLM(lambda text: " Nowhere Town." if text.endswith(FINAL) else " Nowhere Town")
+    said = io.StringIO()
+    summary = run_synth(request(tmp_path, data, limit=1), progress=False, models=Models(never_right, None, index),
+                        console=Console(file=said, width=300))
+    assert summary["skipped"] == {"exhausted": 1}  # two hops: every narrative was tried
+    assert summary["node_budget"] == {"max_nodes": 31, "exhaustive": True, "whole_tree": 31, "cut": 0,
+                                      "cut_at_retrievals": {}}
+    assert json.loads((tmp_path / "synth" / "manifest.json").read_text())["max_nodes"] == 31
+    assert "--max-nodes" not in said.getvalue()

@@ -148,3 +148,24 @@ def test_deeprag_table3_shows_the_published_boundary_figures(tmp_path):
     assert "| DeepRAG" not in text  # no checkpoints given: only the untrained row
     assert "| FLARE | – | 0.000 | – | – | 0.718 |" in text and "| DRAGIN | – | 0.007 |" in text
     assert "_no data: give --data 2wikimultihopqa=PATH" in text
+
+
+def test_deeprag_figure4_forces_every_decision_one_way_then_lets_the_model_decide(tmp_path):
+    (tmp_path / "coc").mkdir()
+    (tmp_path / "coc" / "config.json").write_text("{}")
+    built = []
+    req = request(tmp_path, "deeprag-figure4", data={"hotpotqa": fx.write_all(tmp_path)["hotpotqa"]},
+                  options={"calibration": f"hf:{tmp_path / 'coc'}"})
+    report = reproduce(req, method_factory=factory(answers(), built=built), progress=False)
+    assert [(c["method"], c["options"]["decision"]) for c, _, _ in built] == [
+        ("deeprag", "never"), ("deeprag", "always"), ("deeprag", "generate")]
+    assert {c["model"] for c, _, _ in built} == {f"hf:{tmp_path / 'coc'}"}
+    assert sorted(report["missing"]) == ["2wikimultihopqa"]
+    text = render(report)
+    assert "| parametric only (decision=never) | 0.500 |" in text and "EM paper" not in text
+
+
+def test_dragin_tables_cut_every_query_to_64_tokens_as_the_authors():
+    table = TABLES.open("dragin-table2", {})
+    retrieving = [s for s in table.runs if s.method != "direct"]
+    assert retrieving and all(s.options.get("max_query_tokens") == 64 for s in retrieving)

@@ -108,3 +108,103 @@ def test_a_stopping_callback_leaves_no_draft_in_the_cache():
     (key, cache), = lm._kv.recent.items()
     assert cache.get_seq_length() == len(key) == gen.prompt_length + 11  # the 12th was never fed
     assert list(key) == gen.prompt_token_ids + gen.token_ids[:11]
+
+
+# --- stops inside an accepted draft: the same tokens and stop reasons as one token at a time --------
+
+
+def tiny_pair(seed=11):
+    tok = tiny_tokenizer()
+    return (HFLanguageModel(tiny_llama(len(tok), seed=seed), tok, "drafts", draft_tokens=5, kv_reuse="off"),
+            HFLanguageModel(tiny_llama(len(tok), seed=seed), tok, "plain", draft_tokens=0, kv_reuse="off"))
+
+
+def accepted_positions(lm, n=40, the_prompt=None):
+    """Indices of the generated tokens that came out of an accepted draft (no stop applied)."""
+    seen = []
+    lm.generate(the_prompt or prompt(DOCS), n,
+                stop_when=lambda state: seen.append(lm.prefill_counts.draft_accepted) or False)
+    # token i matched a draft when the accepted count grew between the callbacks of tokens i and i + 1
+    return [i for i in range(len(seen) - 1) if seen[i + 1] > seen[i]]
+
+
+@pytest.fixture(scope="module")
+def long_run():
+    drafting, plain = tiny_pair()
+    full = plain.generate(prompt(DOCS), 40)
+    accepted = accepted_positions(drafting)
+    assert full.stop_reason == "length" and len(accepted) >= 3, "the test needs drafts accepted within 40 tokens"
+    return drafting, plain, full, accepted
+
+
+def start_of(gen, i):
+    return sum(len(p) for p in gen.pieces[:i])
+
+
+def stop_inside_a_draft(full, accepted):
+    """A two-token string whose first occurrence in the output starts at an accepted draft token."""
+    for i in accepted[1:]:
+        s = full.pieces[i] + full.pieces[i + 1] if i + 1 < len(full) else full.pieces[i]
+        if full.text.find(s) == start_of(full, i) and s.strip():
+            return i, s
+    pytest.fail("no stop string starts inside an accepted draft")
+
+
+def assert_same(a, b):
+    assert a.token_ids == b.token_ids and a.pieces == b.pieces
+    assert a.stop_reason == b.stop_reason and a.decoded_tokens == b.decoded_tokens
+    np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    assert (a.attention is None) == (b.attention is None)
+    for ra, rb in zip(a.attention or [], b.attention or []):
+        np.testing.assert_allclose(ra, rb, atol=1e-5)
+
+
+def test_a_stop_string_inside_an_accepted_draft(long_run):
+    drafting, plain, full, accepted = long_run
+    i, s = stop_inside_a_draft(full, accepted)
+    a = drafting.generate(prompt(DOCS), 40, stop=[s], capture_attention=True)
+    b = plain.generate(prompt(DOCS), 40, stop=[s], capture_attention=True)
+    assert_same(a, b)
+    assert a.stop_reason == "stop" and a.token_ids == full.token_ids[:i]  # cut where the string begins
+    assert len(a.attention) == len(a.token_ids)
+
+
+def test_stop_after_inside_an_accepted_draft(long_run):
+    drafting, plain, full, accepted = long_run
+    i, s = stop_inside_a_draft(full, accepted)
+    a = drafting.generate(prompt(DOCS), 40, stop_after=[s])
+    b = plain.generate(prompt(DOCS), 40, stop_after=[s])
+    assert_same(a, b)
+    assert a.stop_reason == "stop_after" and a.text.endswith(s.rstrip())
+    assert a.token_ids == full.token_ids[: len(a.token_ids)]
+
+
+def test_eos_inside_an_accepted_draft(long_run):
+    drafting, plain, full, _ = long_run
+    # A drafted token always occurred before; for the first occurrence *in the output* to be drafted,
+    # the answer so far (in the prompt) must hold the repetition: eight tokens of the long run.
+    answered = prompt(DOCS, "".join(full.pieces[:8]).strip())
+    free = plain.generate(answered, 20)
+    accepted = accepted_positions(drafting, 20, answered)
+    i = next(i for i in accepted if free.token_ids[i] not in free.token_ids[:i])
+    old = drafting.eos_token_ids, plain.eos_token_ids
+    drafting.eos_token_ids = plain.eos_token_ids = {free.token_ids[i]}  # that token now ends the text
+    try:
+        a = drafting.generate(answered, 20, capture_attention=True)
+        b = plain.generate(answered, 20, capture_attention=True)
+    finally:
+        drafting.eos_token_ids, plain.eos_token_ids = old
+    assert_same(a, b)
+    assert a.stop_reason == "eos" and a.token_ids == free.token_ids[: i + 1] and a.pieces[-1] == ""
+    assert len(a.attention) == len(a.token_ids)
+
+
+def test_a_callback_stop_at_an_accepted_draft_with_attention(long_run):
+    drafting, plain, full, accepted = long_run
+    i = accepted[len(accepted) // 2]
+    gens = [lm.generate(prompt(DOCS), 40, capture_attention=True,
+                        stop_when=lambda state, n=i + 1: len(state.token_ids) == n) for lm in (drafting, plain)]
+    assert_same(*gens)
+    a = gens[0]
+    assert a.stop_reason == "callback" and a.token_ids == full.token_ids[: i + 1]
+    assert len(a.attention) == len(a.token_ids)  # the stopping token's row too, drafted or fed after

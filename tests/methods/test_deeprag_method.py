@@ -237,3 +237,35 @@ def test_a_question_the_classifier_says_needs_no_retrieval_is_answered_from_memo
     assert not answer.trace.retrievals
     assert [d["decision"] for d in decided] == ["parametric", "parametric"]
     assert all(d["overruled_by_classifier"] for d in decided)
+
+
+@pytest.mark.parametrize("mode,retrieves", [("always", True), ("never", False)])
+def test_fixed_strategies_retrieve_for_every_subquery_or_for_none(index, mode, retrieves):
+    # The model would decide the opposite each time; the fixed strategy never asks it.
+    lm = scripted(["parametric" if retrieves else "retrieve"] * 2)
+    answer = build_method("deeprag", lm, index, {"decision": mode, "shots": 0}).answer(QUESTION)
+    trace = answer.trace
+    decided = [s.details for s in trace.steps if s.kind == "answer"]
+    assert [d["decision"] for d in decided] == [("retrieve" if retrieves else "parametric")] * 2
+    assert [s.kind for s in trace.steps] == ["subquery", "answer", "subquery", "answer", "subquery"]
+    assert [d["decision_text"] for d in decided] == ["", ""] and all(d["margin"] is None for d in decided)
+    if retrieves:
+        assert [r.query for r in trace.retrievals] == [d["subquery"] for d in decided]
+        assert all(f"decision={mode}" in r.reason for r in trace.retrievals)
+        assert all(d["hits"] for d in decided)
+        assert [d["answer"] for d in decided] == ["Ada Byrne", "Lyon"]  # written after the passages
+    else:
+        assert trace.retrievals == [] and all(d["hits"] == [] for d in decided)
+        assert not any(RETRIEVE in own_part(p) for p in lm.prompts)
+    # no prompt ended right after a sub-question line, where a decision would be asked for
+    assert not any(last_line(p) == "" and last_line(p.rstrip("\n")).startswith(SUBQUERY) for p in lm.prompts)
+    assert answer.final_answer == "Lyon"
+
+
+def test_always_retrieving_still_defers_to_the_query_classifier(index, monkeypatch):
+    lm = scripted(["retrieve"] * 2)
+    method = build_method("deeprag", lm, index, {"decision": "always", "shots": 0})
+    monkeypatch.setattr(method.chain, "needs_retrieval", lambda question, trace: False)
+    decided = [s.details for s in method.answer(QUESTION).trace.steps if s.kind == "answer"]
+    assert [d["decision"] for d in decided] == ["parametric"] * 2
+    assert all(d["overruled_by_classifier"] for d in decided)

@@ -15,7 +15,9 @@ from dynrag.errors import ConfigError
 from dynrag.lm.base import Generation, Prompt
 from dynrag.lm.hf import HFLanguageModel
 from dynrag.methods.dragin.reference import last_tokens, reference_qfs_query, reference_word_scores
-from dynrag.methods.dragin.scoring import reference_scores, reference_trigger
+from dynrag.methods.dragin import method as dragin_method
+from dynrag.methods.dragin.scoring import authors_trigger, reference_scores, reference_trigger
+from dynrag.methods.dragin.wordscores import WordScores, sentence_index
 from dynrag.methods.prompting import DOCUMENTS, PromptBuilder
 from dynrag.methods.registry import build_method
 from dynrag.text.content import content_flags
@@ -249,3 +251,96 @@ def test_pos_content_rule_needs_a_tagger(pair, index):
         pass
     with pytest.raises(ConfigError, match="content_words"):
         run_reference(lm, index, content_words="pos")
+
+
+# --- the stopword-only trigger: the authors' rule (default) or skipped -------------------------------
+
+
+def test_authors_trigger_takes_any_word_over_theta_and_filters_the_hits_afterwards():
+    # the arrays of test_stopword_only_trigger_does_not_fire: H * a = [4.5, 0.05, 3.0, 0.1, 0.1, 0.4]
+    entropy = np.array([3.0, 0.1, 3.0, 0.1, 0.2, 0.2])
+    weights = np.array([1.5, 0.5, 1.0, 1.0, 0.5, 2.0])
+    content = np.array([False, True, False, True, True, True])
+    sentence = np.array([0, 0, 0, 0, 1, 1])
+    s, first, hits = authors_trigger(entropy * weights, content, sentence, 0.3)
+    assert (s, first, hits.tolist()) == (0, 0, [])  # the stopwords' sentence, no hit word
+    assert reference_trigger(reference_scores(entropy, weights, content), sentence, 0.3)[0] == 1  # skip: the next one
+    s, first, hits = authors_trigger(entropy * weights, content, sentence, 0.06)
+    assert (s, first, hits.tolist()) == (0, 0, [3])  # 0.1 > 0.06 is a content word; 0.05 is not over
+    assert authors_trigger(entropy * weights, content, sentence, 5.0) is None
+
+
+def test_qfs_without_hit_words_takes_the_first_content_words(pair):
+    # The released code averages over zero hits (NaN weights); a sort on NaN keys keeps text order.
+    lm, _, tok = pair
+    question, so_far = "who built the old bridge of the town ?", "the town is north of lyon ."
+    sentence = "the bridge was built in 1887 by the engineer ."
+    gen = fake_generation(tok, sentence)
+    words = merge_words(gen.raw_tokens, gen.pieces)
+    for n in (3, 30):
+        query, made_of = reference_qfs_query(lm, question, so_far, gen, words, [], n, content_flags)
+        every = f"{question} {so_far} {sentence}".split()
+        assert query == " ".join([w for w in every if is_content_word(w)][:n])
+        assert made_of["hit_words"] == []
+
+
+def stopwords_over_theta(lm, gen, content_test):
+    """RIND scores where only stopwords have H * a over any theta below 5."""
+    words = merge_words(gen.raw_tokens, gen.pieces)
+    content = np.asarray(content_test([w.text for w in words]), dtype=bool)
+    entropy = np.where(content, 0.0, 5.0)
+    weights = np.ones(len(words))
+    return WordScores(words, entropy, weights, content, reference_scores(entropy, weights, content),
+                      sentence_index(words))
+
+
+@pytest.mark.parametrize("rule", ["authors", "skip", None])
+def test_a_stopword_only_sentence_retrieves_with_the_authors_rule(pair, index, monkeypatch, rule):
+    monkeypatch.setattr(dragin_method, "reference_word_scores", stopwords_over_theta)
+    lm, _, _ = pair
+    question = "who built the old bridge of the town ?"
+    options = {"theta": 1.0, "max_new_tokens": 24, "chunk_tokens": 12, "max_retrievals": 1, "query_words": 3}
+    answer, rec = run_reference(lm, index, question, **options, **({"stopword_trigger": rule} if rule else {}))
+    assert answer.trace.options["stopword_trigger"] == (rule or "authors")
+    if rule == "skip":
+        assert rec.queries == [] and not answer.trace.retrievals
+    else:
+        assert rec.queries == ["built old bridge"]  # the question's first three content words
+        assert "stopwords only" in answer.trace.retrievals[0].reason
+
+
+def test_the_authors_stopword_rule_needs_the_reference_variant(pair, index):
+    lm, _, _ = pair
+    builder = PromptBuilder.for_dataset("default", n_exemplars=1)
+    with pytest.raises(ConfigError, match="stopword_trigger"):
+        build_method("dragin", lm, index, {"variant": "paper", "stopword_trigger": "authors"}, builder)
+    paper = build_method("dragin", lm, index, {"variant": "paper"}, builder)
+    assert paper.stopword_trigger == "skip"
+
+
+# --- whole chunks: the last one is not shrunk to the budget ----------------------------------------
+
+
+class Budgets(Recording):
+    """Records the token budget of every generate call."""
+
+    def __init__(self, lm, index):
+        super().__init__(lm, index)
+        self.asked: list[int] = []
+
+    def generate(self, prompt, max_new_tokens, *args, **kwargs):
+        self.asked.append(max_new_tokens)
+        return super().generate(prompt, max_new_tokens, *args, **kwargs)
+
+
+@pytest.mark.parametrize("variant,asked", [("reference", [8, 8]), ("paper", [8, 2])])
+def test_reference_decodes_every_chunk_at_full_length(pair, index, variant, asked):
+    lm, _, _ = pair
+    rec = Budgets(lm, index)
+    builder = PromptBuilder.for_dataset("default", n_exemplars=1)
+    options = {"variant": variant, "theta": 1e9, "max_new_tokens": 10, "chunk_tokens": 8, "early_stop": False}
+    answer = build_method("dragin", rec, rec, options, builder).answer("who built the old bridge of the town ?")
+    generated = [s for s in answer.trace.steps if s.kind == "generate"]
+    assert rec.asked[: len(generated)] == asked
+    # nothing stopped early here, so the reference variant kept 16 tokens: past the budget of 10, as the authors
+    assert [s.kept_tokens for s in generated] == asked

@@ -26,7 +26,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
         max_steps: int = typer.Option(4, "--max-steps", help="T: most sub-questions in a narrative."),
-        max_nodes: int = typer.Option(24, "--max-nodes", help="Most tree nodes expanded per question."),
+        max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most tree nodes expanded per question (default: the whole tree, 2^(T+1)-1; a smaller budget cuts questions, counted in the summary)."),
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
         match: str = typer.Option("em", "--match", help="When a final answer is correct: em (normalised exact match) or f1:T."),
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the target's prompt (default: all; 0 for a trained checkpoint)."),

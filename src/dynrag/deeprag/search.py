@@ -46,14 +46,36 @@ class Expander(Protocol):
     def is_correct(self, answer: str) -> bool: ...
 
 
+def exhaustive_nodes(max_steps: int) -> int:
+    """Nodes of the full tree of narratives with at most T = `max_steps` sub-questions: 2^(T+1) - 1.
+
+    Every node is taken from the queue at most once, so this budget never cuts a search short.
+    """
+    return 2 ** (max_steps + 1) - 1
+
+
 @dataclass(frozen=True)
 class SearchLimits:
+    """T and the budget of queue entries taken per question.
+
+    The paper's search has no node budget; ``max_nodes=None`` (the default) is the exhaustive one
+    for T. A smaller budget cuts questions whose cheapest correct narrative needs many retrievals:
+    the cut happens while narratives with ``SearchResult.cut_at`` retrievals are being tried.
+    """
+
     max_steps: int = 4  # T: most sub-questions in a narrative
-    max_nodes: int = 24  # most queue entries taken (expanded) per question
+    max_nodes: int | None = None  # most queue entries taken (expanded) per question; None: exhaustive
 
     def __post_init__(self) -> None:
-        if self.max_steps < 1 or self.max_nodes < 1:
+        if self.max_steps < 1 or (self.max_nodes is not None and self.max_nodes < 1):
             raise ConfigError("max_steps and max_nodes must be at least 1")
+        if self.max_nodes is None:
+            object.__setattr__(self, "max_nodes", exhaustive_nodes(self.max_steps))
+
+    @property
+    def exhaustive(self) -> bool:
+        """True when the budget cannot cut a search (it covers the whole tree for T)."""
+        return self.max_nodes >= exhaustive_nodes(self.max_steps)
 
 
 @dataclass(frozen=True)
@@ -83,6 +105,9 @@ class SearchResult:
     pushed: int = 1  # queue entries made, the root included
     terminals: int = 0  # final answers written and checked
     queued: int = 0  # entries left on the queue
+    # With status node_limit: the retrieval count of the cheapest entry left on the queue. Every
+    # narrative with fewer retrievals was tried; those with this many or more were not all tried.
+    cut_at: int | None = None
     # (retrievals, steps) of each node in the order it was taken: the queue discipline, observable.
     order: list[tuple[int, int]] = field(default_factory=list)
 
@@ -110,6 +135,7 @@ def tree_search(expander: Expander, limits: SearchLimits = SearchLimits()) -> Se
     while queue:
         if result.expanded >= limits.max_nodes:
             result.status = "node_limit"
+            result.cut_at = queue[0].retrievals
             break
         node = heapq.heappop(queue)
         result.expanded += 1

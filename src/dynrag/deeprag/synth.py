@@ -21,7 +21,7 @@ from rich.console import Console
 
 from dynrag.corpus.passage import Passage
 from dynrag.progress import progress_bar
-from dynrag.deeprag.search import History, Match, SearchLimits, tree_search
+from dynrag.deeprag.search import History, Match, SearchLimits, exhaustive_nodes, tree_search
 from dynrag.deeprag.teachers import ModelTeacher, NoDecomposition, Teacher, check_teacher, open_teacher, teacher_kind
 from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
 from dynrag.errors import ConfigError, DataError
@@ -54,7 +54,7 @@ class SynthRequest:
     limit: int | None = None
     skip: int = 0  # leave out the first N questions (e.g. those held out for evaluation)
     max_steps: int = 4
-    max_nodes: int = 24
+    max_nodes: int | None = None  # None: exhaustive for max_steps, 2^(T+1) - 1 (the paper has no cap)
     k: int = 3
     match: str = "em"
     shots: int | None = None  # worked examples in the target's prompt (default: as for the method)
@@ -245,7 +245,11 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
     teacher = open_teacher(config["teacher"], target, teacher_writer)
     limits = SearchLimits(config["max_steps"], config["max_nodes"])
     match, yes_no = Match.parse(config["match"]), dataset_spec(config["dataset"]).yes_no
-    found = 0
+    if not limits.exhaustive:
+        console.print(f"--max-nodes {limits.max_nodes} is below the whole tree for T = {limits.max_steps} "
+                      f"({exhaustive_nodes(limits.max_steps)} nodes): questions whose cheapest correct narrative "
+                      "retrieves often may be cut (node_limit)")
+    found = cut = 0
     with JsonlAppender(out / TRAJECTORIES) as good, JsonlAppender(out / SKIPPED) as bad, \
             progress_bar("synth", total, already, console, progress, unit="questions") as bar:
         for n, ex in enumerate(todo, 1):
@@ -256,7 +260,7 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
             except NoDecomposition:
                 bad.append({"id": ex.id, "question": ex.question, "reason": "no_decomposition", "tree": None,
                             "generations": 0, "seconds": 0.0})
-                bar.advance(f"found {found}/{n}")
+                bar.advance(_stats(found, cut, n))
                 continue
             seconds = time.perf_counter() - started
             if result.status == "found":
@@ -264,9 +268,36 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
                 good.append(trajectory_record(ex.id, config["dataset"], ex.question, result.steps, result.final_answer,
                                               result.tree_counts(), expander.generations, seconds))
             else:
+                cut += result.status == "node_limit"
                 bad.append({"id": ex.id, "question": ex.question, "reason": result.status, "tree": result.tree_counts(),
-                            "generations": expander.generations, "seconds": round(seconds, 3)})
-            bar.advance(f"found {found}/{n}")
+                            "cut_at": result.cut_at, "generations": expander.generations, "seconds": round(seconds, 3)})
+            bar.advance(_stats(found, cut, n))
+
+
+def _stats(found: int, cut: int, n: int) -> str:
+    return f"found {found}/{n}" + (f", cut by --max-nodes {cut}" if cut else "")
+
+
+def node_budget_summary(config: dict[str, Any], skipped: list[dict[str, Any]]) -> dict[str, Any]:
+    """The node budget and what it cut: how many questions, by the retrieval count being tried.
+
+    ``cut_at_retrievals`` maps r to the questions cut while narratives with r retrievals were being
+    tried (every narrative with fewer had been tried and was wrong); ``"?"`` for records written
+    before the count was kept.
+    """
+    cut_at: dict[str, int] = {}
+    for r in skipped:
+        if r["reason"] == "node_limit":
+            key = "?" if r.get("cut_at") is None else str(r["cut_at"])
+            cut_at[key] = cut_at.get(key, 0) + 1
+    full = exhaustive_nodes(config["max_steps"])
+    return {
+        "max_nodes": config["max_nodes"],
+        "exhaustive": config["max_nodes"] >= full,
+        "whole_tree": full,
+        "cut": sum(cut_at.values()),
+        "cut_at_retrievals": dict(sorted(cut_at.items(), key=lambda kv: (kv[0] == "?", kv[0].zfill(4)))),
+    }
 
 
 def write_summary(out: Path, config: dict[str, Any], examples: list[QAExample]) -> dict[str, Any]:
@@ -302,6 +333,7 @@ def write_summary(out: Path, config: dict[str, Any], examples: list[QAExample]) 
         "retrievals_histogram": dict(sorted(histogram.items(), key=lambda kv: int(kv[0]))),
         "seconds_per_question": mean([float(r["seconds"]) for r in records]),
         "questions_per_hour": round(3600 * len(records) / seconds, 2) if seconds else None,
+        "node_budget": node_budget_summary(config, skipped),
     }
     atomic_write_json(out / SUMMARY, summary)
     return summary

@@ -59,7 +59,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
         max_steps_search: int = typer.Option(4, "--max-subqueries", help="T of the search: most sub-questions."),
-        max_nodes: int = typer.Option(24, "--max-nodes", help="Most tree nodes expanded per question."),
+        max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most tree nodes expanded per question (default: the whole tree, 2^(T+1)-1)."),
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
         match: str = typer.Option("em", "--match", help="em | f1:T"),
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the stage-I model's search prompt (default 0: as it was trained; more can help a model trained on little data)."),

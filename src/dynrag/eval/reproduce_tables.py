@@ -82,13 +82,14 @@ def dragin_runs(paper_model: str, datasets: list[str], keys: list[str]) -> list[
     runs = []
     for ds in datasets:
         budget = settings["generate_max_length"][ds]
-        loop = {**UNCAPPED, "max_new_tokens": budget}
+        # Every BM25 query of the authors' code, the baselines' too, keeps its last 64 tokens.
+        loop = {**UNCAPPED, "max_new_tokens": budget, "max_query_tokens": 64}
         # FLARE as DRAGIN's code runs it: retrieve when the sentence's mean (1 - p) exceeds h, mask
         # the tokens whose 1 - p exceeds h, i.e. mean p < 1 - h and p < 1 - h.
         flare_p = round(1.0 - model["flare_threshold"][ds], 6)
         by_key = {
             "direct": RunSpec(ds, "direct", "wo-RAG", "direct", {"max_new_tokens": budget}),
-            "single": RunSpec(ds, "single", "SR-RAG", "single", {"max_new_tokens": budget, "k": 3}),
+            "single": RunSpec(ds, "single", "SR-RAG", "single", {"max_new_tokens": budget, "k": 3, "max_query_tokens": 64}),
             # The released FL-RAG config names no window; 25 tokens is the paper's FL-RAG query length (§5.4).
             "fixed_length": RunSpec(ds, "fixed_length", "FL-RAG", "fixed_length",
                                     {**loop, "n": 25, "first_retrieval": True}),
@@ -231,6 +232,21 @@ def deeprag_table3(options: DeepragTableOptions) -> Table:
         "no-retrieval run, the positive class is 'did not retrieve' / 'the CoT answer was right' (eval/boundary.py)",
         notes=[published()["tables"]["deeprag-table3"]["source"]],
     )
+
+
+@TABLES.register("deeprag-figure4", DeepragTableOptions, "DeepRAG Figure 4: parametric only, retrieve only and adaptive decisions")
+def deeprag_figure4(options: DeepragTableOptions) -> Table:
+    """The same narratives with every decision forced one way (decision=never / always) and with the
+    model's own (generate); the model is --option calibration when given, else the command's --model."""
+    datasets = ["hotpotqa", "2wikimultihopqa"]
+    rows = [("parametric_only", "parametric only (decision=never)", "never"),
+            ("retrieve_only", "retrieve only (decision=always)", "always"), ("deeprag", "DeepRAG (adaptive)", "generate")]
+    runs = [RunSpec(ds, key, label, "deeprag", {"k": 3, "decision": d}, model=options.calibration)
+            for ds in datasets for key, label, d in rows]
+    columns = [Column("EM", "em", None), Column("F1", "f1", None), Column("retrievals/question", "retrievals_per_question", None, 2)]
+    return Table("deeprag-figure4", "DeepRAG Figure 4 (inference strategies)", datasets, runs, lambda _: columns,
+                 _cells("deeprag-figure4", "paper"), f"Llama-3-8B (as Table 1), {DEEPRAG_SETTING}",
+                 notes=[published()["tables"]["deeprag-figure4"]["source"]])
 
 
 def open_table(name: str, options: dict[str, Any] | None = None) -> Table:

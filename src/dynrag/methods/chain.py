@@ -92,6 +92,9 @@ class ChainOptions(MethodOptions):
     compress: str = "none"
     compress_budget: int = Field(150, ge=1)  # extractive: words kept over all passages
     compress_ratio: float = Field(0.5, gt=0.0, le=1.0)  # selective: share of words kept
+    # Keep the search query's last N tokens of the model's tokenizer (DRAGIN's released code cuts
+    # every BM25 query, its baselines' too, to 64); None: no cut.
+    max_query_tokens: int | None = Field(None, ge=1, description="keep the query's last N tokens; None: no cut")
 
     @model_validator(mode="before")
     @classmethod
@@ -169,6 +172,8 @@ class RetrievalChain:
         self._embedder, self._classifier = embedder, classifier
         self._reranker = None
         self._compressor = None
+        # A method may resolve the option itself (dragin: by variant) and set this.
+        self.max_query_tokens: int | None = options.max_query_tokens
 
     # -- lazily built parts ---------------------------------------------------------------
     @property
@@ -236,6 +241,7 @@ class RetrievalChain:
         Retrieval (its hits are what the prompt shows) and one Step per module that ran."""
         o = self.options
         notes: list[str] = []
+        question = last_tokens(self.lm, question, self.max_query_tokens)
         query = question
         if o.query_transform == "hyde":
             from dynrag.retrieval.hyde import hypothetical_passage, join_query
@@ -288,3 +294,15 @@ class RetrievalChain:
         full_reason = reason + (f" ({'; '.join(notes)})" if notes else "")
         trace.retrievals.append(Retrieval(query=query, hits=hits, position=position, reason=full_reason))
         return hits
+
+
+def last_tokens(lm: Any, text: str, n: int | None) -> str:
+    """``text`` cut to its last ``n`` tokens of the model's tokenizer, as the DRAGIN authors cut every
+    BM25 query (to 64); a backend without a tokenizer (an HTTP server) keeps the last ``n`` words."""
+    if n is None:
+        return text
+    if not getattr(getattr(lm, "capabilities", None), "attention_pass", False):
+        words = text.split()
+        return text if len(words) <= n else " ".join(words[-n:])
+    ids = lm.encode(text)
+    return text if len(ids) <= n else lm.decode(ids[-n:]).strip()

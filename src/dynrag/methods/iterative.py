@@ -76,8 +76,10 @@ class IterativeMethod(RetrievingMethod):
             or state.stalled >= 2
         )
 
-    def generate(self, state: LoopState, max_tokens: int, **kwargs: Any) -> Generation:
-        tokens = max(1, min(max_tokens, self.remaining_tokens(state)))
+    def generate(self, state: LoopState, max_tokens: int, *, within_budget: bool = True, **kwargs: Any) -> Generation:
+        """One decoding call of at most `max_tokens`; cut to the tokens left in the budget unless
+        `within_budget` is False (DRAGIN's `reference` variant decodes whole chunks, as the authors do)."""
+        tokens = max(1, min(max_tokens, self.remaining_tokens(state)) if within_budget else max_tokens)
         prompt = self.builder.build(state.question, state.hits or None, state.answer, lm=self.lm,
                                     max_new_tokens=tokens)
         state.trace.note_prompt(prompt)

@@ -4,6 +4,10 @@
 margin = log P(retrieve marker) - log P(answer marker) + bias, and retrieves when margin > 0.
 A positive bias makes the model retrieve more, a negative one less; the trace keeps each margin,
 so one can see how close every decision was and choose a bias on held-out questions.
+
+`always` and `never` take no decision at all: every sub-question is answered with retrieved passages,
+or every one from the model's own knowledge. They are the two extreme inference strategies the
+DeepRAG paper compares its atomic decisions with (§5.5, Figure 4).
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ import numpy as np
 
 from dynrag.lm.base import LanguageModel, Prompt, require
 from dynrag.methods.deeprag.narrative import ANSWER, RETRIEVE
+
+
+# The fixed strategies: decision mode -> whether every sub-question retrieves.
+FIXED_DECISIONS = {"always": True, "never": False}
 
 
 def decision_margin(logprob_retrieve: float, logprob_answer: float, bias: float = 0.0) -> float:

@@ -17,7 +17,7 @@ from dynrag.corpus.passage import Passage
 from dynrag.lm.base import Generation, LanguageModel, require
 from dynrag.methods.base import Answer, MethodOptions, Step, Trace
 from dynrag.methods.chain import ChainOptions, RetrievingMethod
-from dynrag.methods.deeprag.decision import wants_retrieval
+from dynrag.methods.deeprag.decision import FIXED_DECISIONS, wants_retrieval
 from dynrag.methods.deeprag.narrative import (
     QUESTION_SEG,
     Narrative,
@@ -34,8 +34,9 @@ from dynrag.retrieval.base import Hit, Retriever
 
 class DeepRagOptions(ChainOptions):
     max_new_tokens: int = Field(256, ge=8, description="budget of generated tokens over the whole narrative")
-    decision: Literal["generate", "margin"] = Field(
-        "generate", description="generate: the model's own continuation; margin: marker log-probabilities + bias"
+    decision: Literal["generate", "margin", "always", "never"] = Field(
+        "generate", description="generate: the model's own continuation; margin: marker log-probabilities + bias; "
+        "always: retrieve for every sub-question; never: answer every one from the model's own knowledge",
     )
     bias: float = Field(0.0, description="added to the margin (decision=margin); > 0 retrieves more")
     max_steps: int = Field(6, ge=1, le=20, description="most sub-questions per question")
@@ -122,7 +123,9 @@ class _Run:
         margin = lp_retrieve = lp_answer = None
         answer: str | None = None
         decision_text = ""
-        if opts.decision == "margin":
+        if opts.decision in FIXED_DECISIONS:
+            retrieve = FIXED_DECISIONS[opts.decision]  # no decision asked of the model
+        elif opts.decision == "margin":
             margin, lp_retrieve, lp_answer = self.w.margin(self.question, self.steps, subquery, opts.bias)
             retrieve = wants_retrieval(margin)
         else:
@@ -136,6 +139,8 @@ class _Run:
         passages: tuple[Passage, ...] | None = None
         if retrieve:  # through the retrieval chain: plain top-k unless chain options are set
             reason = f"step {number}" + (f", margin {margin:+.3f}" if margin is not None else "")
+            if opts.decision in FIXED_DECISIONS:
+                reason += f", decision={opts.decision}"
             hits = self.m.chain.retrieve(subquery, self.trace, position=self.spent, reason=reason)
             passages = tuple(hit_passage(h) for h in hits)
         details: dict[str, Any] = {

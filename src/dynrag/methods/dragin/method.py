@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from dynrag.lm.base import Generation, require
 from dynrag.methods.base import Answer
-from dynrag.methods.dragin.reference import last_tokens, reference_qfs_query, reference_word_scores
+from dynrag.methods.dragin.reference import reference_qfs_query, reference_word_scores
 from dynrag.methods.dragin.scoring import (
+    authors_trigger,
     first_trigger,
     qfs_select,
     reference_trigger,
@@ -44,6 +45,9 @@ from dynrag.text.words import merge_words
 DEFAULT_THETA = {"paper": 0.3, "reference": 1.2}
 # The authors' BM25 query keeps its last 64 tokens of the model's tokenizer.
 DEFAULT_QUERY_TOKENS = {"paper": None, "reference": 64}
+# A sentence whose only words over theta are stopwords: the authors' code retrieves there (with a
+# query of the first content words: roughly the question); `skip` does not trigger on it.
+DEFAULT_STOPWORD_TRIGGER = {"paper": "skip", "reference": "authors"}
 
 
 class DraginOptions(IterativeOptions):
@@ -58,7 +62,8 @@ class DraginOptions(IterativeOptions):
     settled_stop: bool = Field(
         True,
         description="paper variant, with early_stop: stop as soon as the first trigger can no longer change "
-        "(no earlier word can still cross theta), before the sentence ends; the same decisions, fewer tokens",
+        "(no earlier word can still cross theta), before the sentence ends; the same decisions, fewer tokens. "
+        "Off with content_words=pos (a later word can change an earlier word's tag)",
     )
     content_words: Literal["stopwords", "pos"] = Field(
         "stopwords", description="content-word rule: a stopword list, or part of speech from a spaCy pipeline"
@@ -67,6 +72,19 @@ class DraginOptions(IterativeOptions):
     max_query_tokens: int | None = Field(
         None, ge=1, description="keep the query's last N tokens; None: the variant's default (reference 64, paper no cut)"
     )
+    stopword_trigger: Literal["authors", "skip"] | None = Field(
+        None,
+        description="a sentence whose only words over theta are stopwords: 'authors' retrieves (as the released "
+        "code, with the first content words as the query), 'skip' does not; None: the variant's default "
+        "(reference authors, paper skip; paper accepts only skip)",
+    )
+
+    @model_validator(mode="after")
+    def _stopword_trigger_is_reference_only(self) -> "DraginOptions":
+        if self.variant == "paper" and self.stopword_trigger == "authors":
+            raise ValueError("stopword_trigger=authors is the released code's rule and needs variant=reference "
+                             "(the paper variant's score holds s_i, so a stopword never triggers)")
+        return self
 
 
 def paper_scores(
@@ -105,6 +123,7 @@ class Dragin(IterativeMethod):
             require(lm, "attention_pass", needed_by="method 'dragin' with variant=reference",
                     instead="use variant=paper, which needs only what decoding captured")
         super().__init__(lm, builder, options, retriever)
+        self.chain.max_query_tokens = self.max_query_tokens  # the variant's default when not given
         if options.content_words == "pos":
             tagger = spacy_tagger(options.pos_model)  # fails now, with the fix, if it is not installed
             self._content: ContentTest = lambda words: content_flags(words, "pos", tagger)
@@ -121,10 +140,22 @@ class Dragin(IterativeMethod):
             return self.options.max_query_tokens
         return DEFAULT_QUERY_TOKENS[self.options.variant]
 
+    @property
+    def settled_stop(self) -> bool:
+        """`settled_stop` as applied: off with part-of-speech content words, whose tags depend on the
+        words that follow (an earlier word's s_i may still change, so no trigger is ever settled)."""
+        return self.options.settled_stop and self.options.content_words != "pos"
+
+    @property
+    def stopword_trigger(self) -> str:
+        return self.options.stopword_trigger or DEFAULT_STOPWORD_TRIGGER[self.options.variant]
+
     def start(self, question: str) -> LoopState:
         state = super().start(question)
         state.trace.options["theta"] = self.theta  # the resolved values, not None
         state.trace.options["max_query_tokens"] = self.max_query_tokens
+        state.trace.options["stopword_trigger"] = self.stopword_trigger
+        state.trace.options["settled_stop"] = self.settled_stop
         return state
 
     def answer(self, question: str) -> Answer:
@@ -150,7 +181,7 @@ class Dragin(IterativeMethod):
                     break
                 continue
             self.keep(state, gen, scored.words[trigger].start, details=scored.details(trigger))
-            query = last_tokens(self.lm, self._qfs_query(gen, scored.words[trigger].start), self.max_query_tokens)
+            query = self._qfs_query(gen, scored.words[trigger].start)  # the chain cuts it to max_query_tokens
             self.retrieve(state, query, reason=f"RIND {scored.scores[trigger]:.2f} > {self.theta} "
                                                 f"at '{scored.words[trigger].text}'")
             protect_first_sentence = True
@@ -158,43 +189,56 @@ class Dragin(IterativeMethod):
 
     def _answer_reference(self, question: str) -> Answer:
         """The authors' loop: chunks without documents; a trigger cuts at its sentence's start,
-        retrieves, writes one sentence with the new documents, and drops them again."""
+        retrieves, writes one sentence with the new documents, and drops them again.
+
+        As in the authors' code every chunk is decoded at its full length, the last one too: the
+        kept text may pass `max_new_tokens`, and a trigger past the budget still retrieves."""
         state = self.start(question)
         while not self.done(state):
             checking = self.can_retrieve(state)
-            gen = self.generate(state, self.options.chunk_tokens)
+            gen = self.generate(state, self.options.chunk_tokens, within_budget=False)
             scored = reference_word_scores(self.lm, gen, self._content) if checking else None
-            found = reference_trigger(scored.scores, scored.sentence, self.theta) if scored else None
+            found = self._reference_trigger(scored) if scored else None
             if found is None:
                 self.keep(state, gen, details=scored.details(None) if scored else {})
                 if gen.stop_reason != "length":
                     break
                 continue
-            sentence, hits = found
+            sentence, first, hits = found
             members = np.flatnonzero(scored.sentence == sentence)
             words = [scored.words[i] for i in members]
-            self.keep(state, gen, words[0].start, details=scored.details(int(hits[0])))
+            self.keep(state, gen, words[0].start, details=scored.details(first))
             query, made_of = reference_qfs_query(
                 self.lm, state.question, state.answer, gen, words, [int(h - members[0]) for h in hits],
                 self.options.query_words, self._content,
             )
-            query = last_tokens(self.lm, query, self.max_query_tokens)
-            hit_text = ", ".join(made_of["hit_words"])
-            self.retrieve(state, query, reason=f"RIND > {self.theta} at '{hit_text}'")
+            if len(hits):
+                reason = f"RIND > {self.theta} at '{', '.join(made_of['hit_words'])}'"
+            else:
+                over = [scored.words[i].text for i in members if scored.entropy[i] * scored.attention[i] > self.theta]
+                reason = f"H * a > {self.theta} at stopwords only ('{', '.join(over)}'): the first content words as the query"
+            self.retrieve(state, query, reason=reason)
             # The new documents serve one sentence; the next chunk is written without them again.
-            after = self.generate(state, self.options.chunk_tokens, stop_after=SENTENCE_ENDS)
+            after = self.generate(state, self.options.chunk_tokens, within_budget=False, stop_after=SENTENCE_ENDS)
             self.keep(state, after, details={"with_documents": True})
             state.hits = []
             if after.stop_reason not in ("stop_after", "length"):
                 break
         return self.finish(state)
 
+    def _reference_trigger(self, scored: WordScores) -> tuple[int, int, np.ndarray] | None:
+        """(sentence, first word over theta, hit words) by the `stopword_trigger` rule."""
+        if self.stopword_trigger == "authors":
+            return authors_trigger(scored.entropy * scored.attention, scored.content, scored.sentence, self.theta)
+        found = reference_trigger(scored.scores, scored.sentence, self.theta)
+        return None if found is None else (found[0], int(found[1][0]), found[1])
+
     def _trigger_watch(self, protect_first_sentence: bool):
         """A decoding callback: stop when a finished sentence holds a trigger, or (settled_stop) as
         soon as the first trigger is settled before its sentence ends (scoring.settled_trigger)."""
         theta = self.theta
         content = self._content
-        settled = self.options.settled_stop
+        settled = self.settled_stop
 
         def watch(state) -> bool:
             at_sentence_end = bool(state.pieces) and ends_sentence(state.pieces[-1])

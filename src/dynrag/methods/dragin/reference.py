@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dynrag.lm.base import Generation
+from dynrag.methods.chain import last_tokens  # noqa: F401  (the query cut, shared by every method)
 from dynrag.methods.dragin.scoring import (
     qfs_select,
     reference_qfs_weights,
@@ -86,11 +87,3 @@ def reference_qfs_query(
     selected = qfs_select(weights, texts, content, n_words)
     query = " ".join(w for w in (strip_punctuation(s) for s in selected) if w)
     return query, {"hit_words": [texts[h] for h in hits], "pass_tokens": len(ids)}
-
-
-def last_tokens(lm: Any, text: str, n: int | None) -> str:
-    """``text`` cut to its last ``n`` tokens of the model's tokenizer (the authors' BM25 query limit)."""
-    if n is None:
-        return text
-    ids = lm.encode(text)
-    return text if len(ids) <= n else lm.decode(ids[-n:]).strip()

@@ -243,8 +243,8 @@ def reference_trigger(
     """(sentence number, words over ``theta`` in it) for the first sentence holding such a word.
 
     ``scores`` already carry the semantic indicator (0 for stopwords), so a sentence whose only
-    over-threshold words are stopwords does not trigger. The released code does trigger there and
-    then averages the attention of zero hit words (0/0); that bug is kept out on purpose.
+    over-threshold words are stopwords does not trigger (``stopword_trigger=skip``). The released
+    code does trigger there (:func:`authors_trigger`, ``stopword_trigger=authors``).
     """
     arr = _vector(scores, "scores")
     sent = _vector(sentence, "sentence", dtype=np.int64)
@@ -255,6 +255,32 @@ def reference_trigger(
         return None
     s = int(sent[first])
     return s, np.flatnonzero((sent == s) & (arr > theta))
+
+
+def authors_trigger(
+    unfiltered: ArrayLike, content: ArrayLike, sentence: ArrayLike, theta: float
+) -> tuple[int, int, NDArray[np.int64]] | None:
+    """The authors' trigger: (sentence number, first word over ``theta``, content words over it there).
+
+    ``unfiltered`` is ``H * a`` without the semantic indicator. As in the authors' released code,
+    any word over ``theta`` (a stopword too) makes its sentence the triggering one, and the
+    part-of-speech filter runs afterwards, on the hit words only: the hits (third item) may be
+    empty. With no hits their QFS weights are 0/0 for every word, and a sort over those keys keeps
+    text order, so the query is the first content words of the pass (roughly the question);
+    :func:`reference_qfs_weights` with no hits gives all-equal weights, which select the same words.
+    """
+    arr = _vector(unfiltered, "unfiltered")
+    c = _vector(content, "content", dtype=bool)
+    sent = _vector(sentence, "sentence", dtype=np.int64)
+    if not arr.shape == c.shape == sent.shape:
+        raise ValueError(
+            f"unfiltered, content and sentence must have one entry per word; got {arr.shape[0]}, {c.shape[0]}, {sent.shape[0]}"
+        )
+    first = first_trigger(arr, theta)
+    if first is None:
+        return None
+    s = int(sent[first])
+    return s, first, np.flatnonzero((sent == s) & (arr > theta) & c)
 
 
 def reference_qfs_weights(
@@ -295,6 +321,7 @@ def reference_qfs_weights(
 
 
 __all__ = [
+    "authors_trigger",
     "first_trigger",
     "qfs_select",
     "reference_attention_weights",
