@@ -25,7 +25,8 @@ from dynrag.data import DemoQuestion, demo_passages_path, load_demo_questions
 from dynrag.eval.metrics import score_answer
 from dynrag.lm import load_lm
 from dynrag.lm.base import LanguageModel
-from dynrag.lm.bundled import DEFAULT_BUNDLED, cache_root, converted_dir, resolve_bundled
+from dynrag.lm.bundled import cache_root, converted_dir, resolve_bundled
+from dynrag.lm.spec import ModelSpec
 from dynrag.methods.base import Answer
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.registry import build_method
@@ -64,10 +65,10 @@ def ordered_demo_questions() -> list[DemoQuestion]:
 
 def first_use(model_spec: str) -> bool:
     """Whether loading a bundled model will dequantise its GGUF weights first (not yet cached)."""
-    base = model_spec.strip().partition("?")[0]
-    if base != "bundled" and not base.startswith("bundled:"):
+    spec = ModelSpec.parse(model_spec)
+    if spec.kind != "bundled":
         return False
-    model = resolve_bundled(base.partition(":")[2] or DEFAULT_BUNDLED)
+    model = resolve_bundled(spec.target)
     return not (converted_dir(model) / "model.safetensors").exists()
 
 

@@ -32,7 +32,7 @@ from dynrag.deeprag.synth import Models, SynthRequest, run_synth
 from dynrag.deeprag.trainer import TrainOptions, identity_options, pin_threads, plan_batches, train_loop
 from dynrag.deeprag.trajectory import read_trajectories
 from dynrag.errors import ConfigError, DataError
-from dynrag.eval.runner import resolve_model
+from dynrag.lm.loader import resolve_model
 from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, atomic_write_text, json_line, read_jsonl
 
 PAIRS, REFERENCE, REPORT = "pairs.jsonl", "reference.jsonl", "calibration.json"

@@ -32,7 +32,7 @@ from dynrag.deeprag.trainer import (
 )
 from dynrag.deeprag.trajectory import Trajectory, read_trajectories, trajectory_file
 from dynrag.errors import DataError
-from dynrag.eval.runner import resolve_model
+from dynrag.lm.loader import resolve_model
 from dynrag.io import DirectoryLock, read_jsonl
 
 # The authors fine-tune fully at 1e-5 for one epoch (8B models, 8,000 trajectories); LoRA's

@@ -27,7 +27,8 @@ from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.loaders import QAExample, dataset_spec, load_aliases
 from dynrag.eval.rundir import config_differences
-from dynrag.eval.runner import file_sha256, resolve_model
+from dynrag.eval.runner import file_sha256
+from dynrag.lm.loader import resolve_model
 from dynrag.eval.steps import check_corpus, corpus_index, load_questions
 from dynrag.io import DirectoryLock, JsonlAppender, atomic_write_json, read_json, read_jsonl
 from dynrag.lm.base import LanguageModel

@@ -311,7 +311,7 @@ def _slug(text: str) -> str:
 def run_dir(req: ReproduceRequest, spec: RunSpec) -> Path:
     """Shared by tables and paper models: the same model, retriever, corpus, method settings and
     limit give the same directory (a short hash of the settings tells settings apart)."""
-    from dynrag.eval.runner import resolve_model
+    from dynrag.lm.loader import resolve_model
 
     setting = f"{resolve_model(req.model)}_{req.retriever or 'default'}_{req.corpus}"
     digest = hashlib.sha256(
@@ -392,7 +392,7 @@ def render(report: dict[str, Any]) -> str:
     table: Table = report["table"]
     req: ReproduceRequest = report["request"]
     results = report["results"]
-    from dynrag.eval.runner import resolve_model
+    from dynrag.lm.loader import resolve_model
 
     lines = [
         f"# {table.title}: ours beside the published numbers",

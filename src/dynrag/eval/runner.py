@@ -17,6 +17,7 @@ from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dynrag.errors import ConfigError, DataError
+from dynrag.lm.loader import resolve_model
 from dynrag.io import atomic_write_json, atomic_write_text
 from dynrag.eval.boundary import knowledge_boundary
 from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, check_execution, make_executor
@@ -83,23 +84,6 @@ def file_sha256(path: Path, shown: Path | None = None) -> str:
     except OSError as exc:
         raise DataError(str(shown or path), f"cannot read ({exc.strerror or exc})") from exc
     return digest.hexdigest()
-
-
-def resolve_model(spec: str) -> str:
-    """`bundled` -> `bundled:<default>`, so a later change of default cannot resume into a run;
-    model options (`?kv_reuse=...`) are kept. A spec that cannot load fails here, before the run
-    directory is written."""
-    from dynrag.lm.loader import check_model_spec
-
-    spec = check_model_spec(spec)
-    if spec.startswith("openai:"):
-        return spec
-    spec, sep, model_options = spec.partition("?")
-    if spec == "bundled" or spec.startswith("bundled:"):
-        from dynrag.lm.bundled import resolve_bundled
-
-        spec = f"bundled:{resolve_bundled(spec.partition(':')[2]).name}"
-    return spec + sep + model_options
 
 
 def resolve_config(req: EvalRequest) -> dict[str, Any]:
