@@ -225,7 +225,7 @@ def ask(
         from dynrag.lm.loader import check_model_spec
         from dynrag.methods.chain import preset_retriever
         from dynrag.methods.prompting import PromptBuilder
-        from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_options
+        from dynrag.methods.registry import build_method, method_traits, parse_options
         from dynrag.render import render_answer
         from dynrag.retrieval.factory import given_options, needs_index, open_retriever, with_numpy_bm25
 
@@ -245,13 +245,14 @@ def ask(
             from dynrag.io import check_writable
 
             check_writable(trace)  # before the work whose trace it is
-        if method_name in NO_RETRIEVAL and (run.retriever or run.retriever_options):
+        retrieves = method_traits(method_name).needs_retrieval
+        if not retrieves and (run.retriever or run.retriever_options):
             raise DynragError(f"--retriever/--retriever-option: method {method_name!r} does not retrieve")
         searcher = None
         name = run.retriever or preset_retriever(options)
-        if run.index is None and method_name not in NO_RETRIEVAL and needs_index(name):
+        if run.index is None and retrieves and needs_index(name):
             raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
-        if method_name not in NO_RETRIEVAL and (run.index is not None or not needs_index(name)):
+        if retrieves and (run.index is not None or not needs_index(name)):
             if run.index is not None:
                 warn_if_corpus_changed(run.index)
             searcher_options = given_options(name, run.retriever_options, "--retriever-option")

@@ -29,7 +29,7 @@ from dynrag.lm.bundled import cache_root, converted_dir, resolve_bundled
 from dynrag.lm.spec import ModelSpec
 from dynrag.methods.base import Answer
 from dynrag.methods.prompting import PromptBuilder
-from dynrag.methods.registry import build_method
+from dynrag.methods.registry import build_method, method_traits
 from dynrag.render import final_line, render_answer, render_trace
 from dynrag.retrieval.bm25 import BM25Index
 
@@ -165,7 +165,7 @@ def run_quick_demo(console: Console, model_spec: str = "bundled", limit: int | N
     index = ensure_demo_index(console)
     lm = load_model(console, model_spec)
     builder = PromptBuilder.for_dataset("default")
-    methods = {name: build_method(name, lm, None if name == "direct" else index, options, builder)
+    methods = {name: build_method(name, lm, index if method_traits(name).needs_retrieval else None, options, builder)
                for name, options in QUICK_OPTIONS.items()}
     console.print(
         f"[bold]dynrag demo[/bold]: {len(questions)} questions over {len(index)} passages about a fictional "

@@ -88,7 +88,7 @@ def file_sha256(path: Path, shown: Path | None = None) -> str:
 
 def resolve_config(req: EvalRequest) -> dict[str, Any]:
     """config.json: every input that decides the answers, resolved (defaults filled in)."""
-    from dynrag.methods.registry import NO_RETRIEVAL, parse_options
+    from dynrag.methods.registry import method_traits, parse_options
 
     spec = dataset_spec(req.dataset)
     from dynrag.eval.metrics import SCORERS
@@ -107,9 +107,9 @@ def resolve_config(req: EvalRequest) -> dict[str, Any]:
     corpus_sha = None
     retriever: str | None = None
     retriever_options: dict[str, Any] | None = None
-    if req.method in NO_RETRIEVAL and (req.retriever or req.retriever_options):
+    if not method_traits(req.method).needs_retrieval and (req.retriever or req.retriever_options):
         raise ConfigError(f"--retriever/--retriever-option: method {req.method!r} does not retrieve")
-    if req.method not in NO_RETRIEVAL:
+    if method_traits(req.method).needs_retrieval:
         from dynrag.methods.chain import preset_retriever
         from dynrag.retrieval.factory import given_options
 
