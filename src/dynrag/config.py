@@ -51,8 +51,9 @@ class RunConfig(Options):
     # eval: how to run (not part of a run's identity; config.yaml does not record them)
     workers: int | Literal["auto"] | None = None  # None: auto
     dask: str | None = None  # a Dask scheduler address, e.g. tcp://HOST:8786
-    # eval-retrieval
-    k: list[int] = Field(default_factory=lambda: [3, 10])
+    concurrency: int = 1  # (checked with --workers and --dask) questions in flight against a model behind an HTTP server
+    # eval-retrieval: recall@K cut-offs (`options.k` is something else: passages per retrieval)
+    cutoffs: list[int] = Field(default_factory=lambda: [3, 10])
     hyde: bool = False
     hyde_cache: Path | None = None
     hyde_max_new_tokens: int = Field(64, ge=1)
@@ -67,7 +68,7 @@ class RunConfig(Options):
             raise ValueError("expected a number of worker processes >= 1, or auto")
         return number
 
-    @field_validator("k", mode="before")
+    @field_validator("cutoffs", mode="before")
     @classmethod
     def _ks(cls, value: Any) -> Any:
         if isinstance(value, (str, int)):
@@ -76,7 +77,7 @@ class RunConfig(Options):
             raise ValueError("needs at least one cut-off, e.g. [3, 10]")
         return value
 
-    @field_validator("k")
+    @field_validator("cutoffs")
     @classmethod
     def _ks_positive(cls, value: list[int]) -> list[int]:
         if min(value) < 1:
@@ -86,7 +87,9 @@ class RunConfig(Options):
 
 # The command-line flag of each key, for messages about values that came from the command line.
 FLAGS = {name: "--" + name.replace("_", "-") for name in RunConfig.model_fields}
-FLAGS.update({"options": "--option", "retriever_options": "--retriever-option"})
+FLAGS.update({"options": "--option", "retriever_options": "--retriever-option", "cutoffs": "--k"})
+# Keys a run configuration once had under another name: old files keep working, with a warning.
+RENAMED_KEYS = {"k": "cutoffs"}
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -123,6 +126,10 @@ def load_run_config(
     flags the user gave (None values mean "not given"); the pairs are KEY=VALUE strings."""
     source = str(path) if path is not None else None
     values: dict[str, Any] = read_config_file(path) if path is not None else {}
+    for old, new in RENAMED_KEYS.items():
+        if old in values and new not in values:
+            values[new] = values.pop(old)
+            warn_deprecated(f"{source}: key {old!r} is now {new!r}")
     origin = {key: source for key in values}
     for key, value in flags.items():
         if value is not None:
@@ -199,22 +206,15 @@ def _check_section(config: RunConfig, key: str, origin: Mapping[str, str | None]
         raise ConfigError(_message(exc, origin, source, prefix=f"{key}.", of=f" of {registry.kind} {name!r}")) from exc
 
 
+def warn_deprecated(message: str) -> None:
+    """One line on stderr about a name that still works but will go."""
+    import sys
+
+    print(f"warning: {message} (the old name is deprecated and will be removed)", file=sys.stderr)
+
+
 def require(config: RunConfig, *keys: str) -> None:
     """Each key must be set, by a flag or by the file."""
     for key in keys:
         if getattr(config, key) is None:
             raise ConfigError(f"{FLAGS[key]} is required (or `{key}:` in --config)")
-
-
-def eval_request(config: RunConfig) -> Any:
-    """The runner's request for ``dynrag eval``."""
-    from dynrag.eval.runner import EvalRequest
-
-    require(config, "dataset", "data", "method", "out")
-    return EvalRequest(
-        dataset=config.dataset, data=config.data, method=config.method, out=config.out, corpus=config.corpus,
-        limit=config.limit, model=config.model, options=dict(config.options), exemplars=config.exemplars,
-        aliases=config.aliases, skip_bad=config.skip_bad, baseline=config.baseline, retriever=config.retriever,
-        retriever_options=dict(config.retriever_options), scorer=config.scorer,
-        workers=config.workers if config.workers is not None else "auto", dask=config.dask,
-    )

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from dynrag.cli import app
 from dynrag.eval import runner
-from dynrag.eval.runner import resolve_config
+from dynrag.eval.runner import eval_config
+from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.fakes import method_factory
 
@@ -48,7 +49,7 @@ def test_a_model_typo_writes_nothing_and_the_corrected_command_then_runs(tmp_pat
 
     # A run directory an older dynrag left with config.json and no answer takes the corrected
     # command's config instead of refusing it as "a different config".
-    stale = resolve_config(runner.EvalRequest(dataset="jsonl", data=data, method="direct", out=out, model="bundled"))
+    stale = eval_config(eval_plan(dataset="jsonl", data=data, method="direct", out=out, model="bundled"))
     stale["model"] = "hf:typo"
     out.mkdir()
     (out / "config.json").write_text(json.dumps(stale))

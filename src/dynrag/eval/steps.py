@@ -67,10 +67,8 @@ def open_run_retriever(config: dict[str, Any], index_dir: str | Path | None, wor
     """The retriever a resolved run config names, over ``index_dir`` (None for a search server),
     or None for a method that does not retrieve. BM25 parts search with bm25s's numpy backend
     unless the run chose one (see ``with_numpy_bm25``)."""
-    name = config.get("retriever")
-    if name is None:
-        return None
-    from dynrag.retrieval.factory import open_retriever, with_numpy_bm25
+    from dynrag.run.assemble import open_plan_retriever
+    from dynrag.run.plan import saved_retriever
 
-    options = with_numpy_bm25(name, config.get("retriever_options") or {})
-    return open_retriever(name, Path(index_dir) if index_dir else None, options, work_dir=work_dir, progress=progress)
+    return open_plan_retriever(saved_retriever(config), Path(index_dir) if index_dir else None, work_dir=work_dir,
+                               progress=progress)
