@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import DynragError, IndexError_
+from dynrag.errors import DynragError, IndexDirError
 from dynrag.retrieval.base import BatchSearch, Hit
 
 PASSAGES, OFFSETS, FIELDS, MANIFEST = "passages.jsonl", "offsets.npy", "fields.npy", "manifest.json"
@@ -50,9 +50,9 @@ _ID_PREFIX, _TITLE_SEP, _TEXT_SEP, _LINE_END = '{"id": ', ', "title": ', ', "tex
 _INDEX_MARKERS = (MANIFEST, PASSAGES, "params.index.json")
 
 
-def index_error(path: Path, what: str, rebuild: str = REBUILD) -> IndexError_:
+def index_error(path: Path, what: str, rebuild: str = REBUILD) -> IndexDirError:
     """One-line error naming the index directory and how to rebuild it."""
-    return IndexError_(f"{path}: {what}; {rebuild.format(path=path)}")
+    return IndexDirError(f"{path}: {what}; {rebuild.format(path=path)}")
 
 
 def notice(message: str) -> None:
@@ -119,7 +119,7 @@ def corpus_changes(index_dir: str | Path) -> str | None:
 
     try:
         manifest = read_manifest(index_dir)
-    except IndexError_:
+    except IndexDirError:
         return None  # the command's own load says what is wrong
     sources = manifest.get("sources")
     changes = changed_sources(sources) if sources else []
@@ -137,9 +137,9 @@ def check_replaceable(out: Path) -> None:
     if not out.exists():
         return
     if not out.is_dir():
-        raise IndexError_(f"{out}: exists and is not a directory; choose another --out")
+        raise IndexDirError(f"{out}: exists and is not a directory; choose another --out")
     if any(out.iterdir()) and not any((out / m).exists() for m in _INDEX_MARKERS):
-        raise IndexError_(
+        raise IndexDirError(
             f"{out}: exists and is not a dynrag BM25 index; refusing to replace it "
             "(choose another --out or empty it)"
         )
