@@ -83,7 +83,7 @@ def test_each_command_refuses_a_directory_of_another_kind_or_unrelated_files(tmp
     assert r.exit_code == 0, r.output
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
 
-    retrieval = ["eval-retrieval", "--dataset", "hotpotqa", "--data", str(hotpot), "--option", "backend=numpy"]
+    retrieval = ["eval-retrieval", "--dataset", "hotpotqa", "--data", str(hotpot), "--retriever-option", "backend=numpy"]
     r = cli.invoke(app, [*retrieval, "--out", str(run)])
     assert r.exit_code == 1 and "holds a `dynrag eval` run" in flat(r), r.output
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before  # untouched
