@@ -70,9 +70,12 @@ def test_flags_override_the_file_and_pairs_merge_key_by_key(tmp_path):
     ],
 )
 def test_errors_name_the_key_path_and_where_it_came_from(tmp_path, data, pairs, message):
+    from dynrag.run.plan import make_plan
+
     path = write(tmp_path / "run.yaml", data)
-    with pytest.raises(ConfigError, match=message):
-        load_run_config(path, {}, pairs.get("options", ()), pairs.get("retriever_options", ()))
+    with pytest.raises(ConfigError, match=message):  # options are checked once, by the plan
+        make_plan(load_run_config(path, {}, pairs.get("options", ()), pairs.get("retriever_options", ())),
+                  command="serve")
 
 
 def test_a_bad_file_names_the_file_and_line(tmp_path):

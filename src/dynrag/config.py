@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from dynrag.errors import ConfigError, DataError
 from dynrag.registry import Options, parse_pairs, split_csv_pairs
@@ -57,6 +57,9 @@ class RunConfig(Options):
     hyde: bool = False
     hyde_cache: Path | None = None
     hyde_max_new_tokens: int = Field(64, ge=1)
+    # Where each key's value came from (a file or a flag), for messages about it.
+    _origin: dict[str, str | None] = PrivateAttr(default_factory=dict)
+    _source: str | None = PrivateAttr(default=None)
 
     @field_validator("workers", mode="before")
     @classmethod
@@ -148,8 +151,8 @@ def load_run_config(
         config = RunConfig(**values)
     except ValidationError as exc:
         raise ConfigError(_message(exc, origin, source)) from exc
-    _check_section(config, "options", origin, source)
-    _check_section(config, "retriever_options", origin, source)
+    # The options are checked once, by make_plan, against the method and retriever it settles on.
+    config._origin, config._source = origin, source
     return config
 
 
@@ -172,26 +175,16 @@ def _message(
     return f"{_where(key, origin, source)}: {key}: {what}"
 
 
-def _check_section(config: RunConfig, key: str, origin: Mapping[str, str | None], source: str | None) -> None:
-    """``options`` against the method's model, ``retriever_options`` against the retriever's."""
-    values = getattr(config, key)
+def section_options(config: RunConfig, key: Literal["options", "retriever_options"], name: str) -> Options:
+    """``options`` validated into method ``name``'s model, or ``retriever_options`` into retriever
+    ``name``'s: the one place a run's options are checked (by ``make_plan``), with errors naming
+    the key path and the file or flag each value came from."""
     if key == "options":
-        if config.method is None:
-            return  # the command says a method is needed, or uses none
         from dynrag.methods.registry import METHODS as registry
-
-        name = config.method
     else:
         from dynrag.retrieval.factory import RETRIEVERS as registry
-
-        if config.retriever is None:
-            if not values:
-                return
-            from dynrag.methods.chain import preset_retriever
-
-            name = preset_retriever(config.options)
-        else:
-            name = config.retriever
+    origin, source = config._origin, config._source
+    values = getattr(config, key)
     entry = registry.get(name)  # unknown names list the choices
     fields = entry.options.model_fields
     for option in values:
@@ -201,7 +194,7 @@ def _check_section(config: RunConfig, key: str, origin: Mapping[str, str | None]
                 f"{registry.kind} {name!r}; valid options: {', '.join(sorted(fields)) or 'none'}"
             )
     try:
-        entry.options(**values)
+        return entry.options(**values)
     except ValidationError as exc:
         raise ConfigError(_message(exc, origin, source, prefix=f"{key}.", of=f" of {registry.kind} {name!r}")) from exc
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dynrag.config import RunConfig, require
+from dynrag.config import RunConfig, require, section_options
 from dynrag.errors import ConfigError
 from dynrag.lm.spec import ModelSpec
 from dynrag.methods.base import MethodOptions, MethodTraits
@@ -27,7 +27,6 @@ from dynrag.run.checks import DatasetPlan, check_dataset, corpus_identity, serve
 
 Command = Literal["ask", "serve", "eval", "eval-retrieval"]
 DEFAULT_METHOD = "single"
-RETRIEVER_FLAG = "--retriever-option"
 
 
 @dataclass(frozen=True)
@@ -134,10 +133,8 @@ def _model(spec: str) -> ModelSpec:
 
 
 def _method(config: RunConfig) -> MethodPlan:
-    from dynrag.methods.registry import parse_options
-
     name = config.method or DEFAULT_METHOD
-    return MethodPlan(name, parse_options(name, config.options))
+    return MethodPlan(name, section_options(config, "options", name))
 
 
 def _check_exemplars(style: str) -> None:
@@ -165,9 +162,8 @@ def _retriever(config: RunConfig, method: MethodPlan, command: Command) -> Retri
 
 
 def _retriever_options(name: str, config: RunConfig) -> dict[str, Any]:
-    from dynrag.retrieval.factory import given_options
-
-    return given_options(name, config.retriever_options, RETRIEVER_FLAG)
+    """As given, typed, defaults left out: what a run records."""
+    return section_options(config, "retriever_options", name).model_dump(exclude_unset=True)
 
 
 def _eval_corpus(config: RunConfig, name: str, options: dict[str, Any], needs_index: bool, method: str) -> RetrieverPlan:
