@@ -11,7 +11,7 @@ from rich.console import Console
 
 from dynrag.eval.retrieval import evaluate_retrieval, hyde_summary, write_hyde_passages, write_outputs
 from dynrag.eval.rundir import CONFIG, RETRIEVAL_RUN_FORMAT, lock_run
-from dynrag.eval.steps import corpus_index, load_questions
+from dynrag.eval.steps import load_questions, run_index
 from dynrag.io import atomic_write_json
 from dynrag.run.plan import RunPlan
 
@@ -40,7 +40,7 @@ def run_retrieval_eval(plan: RunPlan, console: Console, progress: bool) -> dict[
     with lock_run(out):
         # The directory records its kind first, so no other command mistakes it for its own.
         atomic_write_json(out / CONFIG, retrieval_config(plan))
-        index_dir = corpus_index(retriever.corpus, out, examples, console, progress) if retriever.corpus else None
+        index_dir = run_index(retriever.index, out, examples, console, progress) if retriever.corpus else None
         passages = questions = written = None
         if settings.hyde:
             from dynrag.retrieval.hyde_cache import HydePassages

@@ -21,7 +21,7 @@ from dynrag.eval.boundary import knowledge_boundary
 from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, make_executor
 from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases
 from dynrag.eval.metrics import Scorer, open_scorer
-from dynrag.eval.steps import corpus_index, load_questions
+from dynrag.eval.steps import load_questions, run_index
 from dynrag.eval.rundir import (
     SUMMARY_JSON,
     SUMMARY_MD,
@@ -111,6 +111,7 @@ def run_eval(
     console = console or Console(stderr=True, emoji=False)
     config = eval_config(plan)
     data, execution, out = plan.dataset, plan.execution, Path(plan.out)
+    scorer = open_scorer(plan.scorer, data.name, data.yes_no)
     check_concurrency(execution.concurrency, plan.model, custom_method=method_factory is not None)
     aliases = load_aliases(data.aliases) if data.aliases else None
     examples, report = load_questions(
@@ -144,17 +145,17 @@ def run_eval(
 
         if todo:
             index_dir = None
-            if config["corpus"]:
-                index_dir = corpus_index(config["corpus"], out, examples, console, progress)
+            if plan.retriever is not None and plan.retriever.corpus:  # not a search server
+                index_dir = run_index(plan.retriever.index, out, examples, console, progress)
             job = WorkerJob(config, str(index_dir) if index_dir else None, str(out),
                             method_factory or default_method_factory)
             executor = make_executor(job, workers=execution.workers, dask=execution.dask,
                                      concurrency=execution.concurrency, todo=len(todo), progress=progress)
             console.print(Text(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"
                                f" ({executor.description})"), soft_wrap=True)
-            _answer_all(executor, todo, done, out, run_scorer(config), console, progress, len(examples))
+            _answer_all(executor, todo, done, out, scorer, console, progress, len(examples))
 
-        return write_summary(out, config, examples, report, baseline=plan.baseline)
+        return write_summary(out, config, examples, report, baseline=plan.baseline, scorer=scorer, yes_no=data.yes_no)
 
 
 def _finished(out: Path, console: Console) -> list[dict[str, Any]]:
@@ -218,8 +219,11 @@ def write_summary(
     examples: list[QAExample],
     report: LoadReport | None = None,
     baseline: Path | None = None,
+    scorer: Scorer | None = None,
+    yes_no: bool | None = None,
 ) -> dict[str, Any]:
-    """Recompute summary.json and summary.md from predictions.jsonl (only ids of this dataset)."""
+    """Recompute summary.json and summary.md from predictions.jsonl (only ids of this dataset);
+    ``scorer`` and ``yes_no`` default to what the config's dataset and scorer say."""
     ids = {ex.id for ex in examples}
     predictions = [p for p in unique_by_id(read_predictions(out))[0] if p["id"] in ids]
     meta: dict[str, Any] = {"method": config["method"], "model": config["model"], "dataset": config["dataset"]}
@@ -229,7 +233,9 @@ def write_summary(
         meta["excluded_records"] = sum(report.excluded.values())
     has_support = any(ex.supporting for ex in examples)
     meta["scorer"] = config.get("scorer", "squad")
-    summary = summarize(predictions, has_support, dataset_spec(config["dataset"]).yes_no, meta, run_scorer(config))
+    if yes_no is None:
+        yes_no = dataset_spec(config["dataset"]).yes_no
+    summary = summarize(predictions, has_support, yes_no, meta, scorer or run_scorer(config))
     if baseline is not None:
         summary["knowledge_boundary"] = baseline_figures(predictions, Path(baseline), config)
     atomic_write_json(out / SUMMARY_JSON, summary)

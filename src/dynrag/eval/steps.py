@@ -49,7 +49,11 @@ def check_corpus(corpus: str) -> Path | None:
 def corpus_index(corpus: str, out: Path, examples: list[QAExample], console: Console, progress: bool) -> Path:
     """The index directory to search: for "contexts", OUT/contexts-index holding the questions'
     pooled context paragraphs (reused when it holds exactly those, else rebuilt)."""
-    given = check_corpus(corpus)
+    return run_index(check_corpus(corpus), out, examples, console, progress)
+
+
+def run_index(given: Path | None, out: Path, examples: list[QAExample], console: Console, progress: bool) -> Path:
+    """``corpus_index`` for a corpus already checked: ``given`` (None: pool the contexts)."""
     if given is not None:
         from dynrag.retrieval.store import corpus_changes
 
