@@ -37,7 +37,7 @@ from dynrag.eval.pool import pool_contexts
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.lm import load_lm
 from dynrag.methods.prompting import PromptBuilder
-from dynrag.methods.registry import METHODS, NO_RETRIEVAL, build_method
+from dynrag.methods.registry import METHODS, build_method, method_traits
 from dynrag.registry import parse_pairs
 from dynrag.retrieval.bm25 import BM25Index
 
@@ -102,7 +102,7 @@ def run(args, examples, methods: list[str], options: dict[str, dict[str, str]]) 
                         continue
                     if (name, mode) not in built:
                         chosen = {**BEFORE_OPTIONS.get(mode, {}).get(name, {}), **options.get(name, {})}
-                        built[(name, mode)] = build_method(name, lm, None if name in NO_RETRIEVAL else index,
+                        built[(name, mode)] = build_method(name, lm, index if method_traits(name).needs_retrieval else None,
                                                            chosen, builder)
                     record = answer_record(built[(name, mode)], lm, ex, name, mode)
                     log.append(record)

@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from dynrag.cli import app
-from dynrag.config import RunConfig, eval_request, load_run_config, read_config_file
+from dynrag.config import RunConfig, load_run_config, read_config_file, require
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval import runner
 from dynrag.eval.runner import run_yaml
@@ -39,7 +39,7 @@ def test_the_documented_complete_file_is_valid_and_has_every_key():
     assert set(example) == set(RunConfig.model_fields)
     config = RunConfig(**example)
     assert config.method == "dragin" and config.retriever_options == {"alpha": 0.3, "fusion": "minmax"}
-    assert config.k == [3, 10]
+    assert config.cutoffs == [3, 10]
 
 
 def test_flags_override_the_file_and_pairs_merge_key_by_key(tmp_path):
@@ -66,13 +66,16 @@ def test_flags_override_the_file_and_pairs_merge_key_by_key(tmp_path):
         ({"method": "flare"}, {"options": ["tehta=1"]}, r"--option: options.tehta: unknown option of method 'flare'"),
         ({"method": "nope"}, {}, r"unknown method 'nope'; choose one of: direct, single"),
         ({"options": [1, 2]}, {}, r"run.yaml: options: expected a mapping of KEY: VALUE, got list"),
-        ({"k": [0, 3]}, {}, r"run.yaml: k: Value error, cut-offs must be >= 1"),
+        ({"k": [0, 3]}, {}, r"run.yaml: cutoffs: Value error, cut-offs must be >= 1"),
     ],
 )
 def test_errors_name_the_key_path_and_where_it_came_from(tmp_path, data, pairs, message):
+    from dynrag.run.plan import make_plan
+
     path = write(tmp_path / "run.yaml", data)
-    with pytest.raises(ConfigError, match=message):
-        load_run_config(path, {}, pairs.get("options", ()), pairs.get("retriever_options", ()))
+    with pytest.raises(ConfigError, match=message):  # options are checked once, by the plan
+        make_plan(load_run_config(path, {}, pairs.get("options", ()), pairs.get("retriever_options", ())),
+                  command="serve")
 
 
 def test_a_bad_file_names_the_file_and_line(tmp_path):
@@ -86,13 +89,13 @@ def test_a_bad_file_names_the_file_and_line(tmp_path):
     with pytest.raises(DataError, match=r"bad.yaml: options.exemplars cannot be encoded as UTF-8: character 2 "):
         read_config_file(write(tmp_path / "bad.yaml", 'options:\n  exemplars: "x\\udcff"\n'))
     with pytest.raises(ConfigError, match=r"--dataset is required \(or `dataset:` in --config\)"):
-        eval_request(RunConfig(method="single"))
+        require(RunConfig(method="single"), "dataset", "data", "method", "out")
 
 
 def test_every_key_the_runner_saves_is_a_run_config_key(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
-    req = eval_request(RunConfig(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts"))
-    saved = run_yaml(runner.resolve_config(req), req)
+    plan = fx.eval_plan(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts")
+    saved = run_yaml(runner.eval_config(plan), plan)
     assert set(saved) <= set(RunConfig.model_fields)
     RunConfig(**saved)
 

@@ -19,8 +19,8 @@ FLOORS = {
     "lm": 2, "retrieval": 2,
     "rerank": 3, "context": 3, "classify": 3,
     "methods": 4,
-    "eval": 5, "deeprag": 5,
-    "cli": 6, "config": 6, "demo": 6, "render": 6, "serve": 6, "__main__": 6,
+    "eval": 5, "deeprag": 5, "config": 5, "run": 5,
+    "cli": 6, "demo": 6, "render": 6, "serve": 6, "__main__": 6,
 }
 
 
@@ -267,7 +267,8 @@ def test_the_checker_sees_lazy_relative_and_attribute_imports(fake_module):
         ("dynrag.methods.chain", "PRESETS"), ("dynrag.retrieval.bm25", "_read"), ("dynrag.retrieval.bm25", None),
     ]
     assert floor_of("dynrag.methods.chain") == 4 > floor_of("dynrag.retrieval.factory") == 2
-    assert floor_of("dynrag.eval.cli") == 6 == floor_of("dynrag.config")
+    assert floor_of("dynrag.eval.cli") == 6 == floor_of("dynrag.serve.app")
+    assert floor_of("dynrag.run.plan") == 5 == floor_of("dynrag.config")
     assert reads == [(5, "dynrag.retrieval.bm25._cache")]
 
 

@@ -77,15 +77,7 @@ def warn(message: str) -> None:
     err_console.print(Text.assemble(("warning: ", "bold yellow"), message), highlight=False, soft_wrap=True)
 
 
-def warn_if_corpus_changed(index_dir: Path) -> None:
-    from dynrag.retrieval.manifest import corpus_changes
-
-    message = corpus_changes(index_dir)
-    if message:
-        warn(message)
-
-
-def _load_lm_with_status(spec: str):
+def _load_lm_with_status(spec):
     from dynrag.lm import load_lm
 
     with err_console.status(Text(f"loading model {spec} ...")):
@@ -222,55 +214,41 @@ def ask(
 ) -> None:
     with user_errors():
         from dynrag.config import load_run_config
-        from dynrag.lm.loader import check_model_spec
-        from dynrag.methods.chain import preset_retriever
-        from dynrag.methods.prompting import PromptBuilder
-        from dynrag.methods.registry import NO_RETRIEVAL, build_method, parse_options
-        from dynrag.render import render_answer
-        from dynrag.retrieval.factory import given_options, needs_index, open_retriever, with_numpy_bm25
+        from dynrag.methods.budget import check_question
 
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
-        from dynrag.methods.budget import check_question
-
         check_question(question.strip())
         flags = dict(index=index_dir, method=method, model=model, retriever=retriever, exemplars=exemplars)
         pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
-        run = load_run_config(config, flags, pairs, retriever_option)
-        method_name = run.method or "single"
-        options = parse_options(method_name, run.options)  # fail before loading anything
-        check_model_spec(run.model)  # a typo fails before an index is opened (or its dense part built)
-        builder = PromptBuilder.for_dataset(run.exemplars or "default")
-        if trace is not None:
-            from dynrag.io.faults import check_writable
+        answer_question(question, load_run_config(config, flags, pairs, retriever_option), trace, as_json)
 
-            check_writable(trace)  # before the work whose trace it is
-        if method_name in NO_RETRIEVAL and (run.retriever or run.retriever_options):
-            raise DynragError(f"--retriever/--retriever-option: method {method_name!r} does not retrieve")
-        searcher = None
-        name = run.retriever or preset_retriever(options)
-        if run.index is None and method_name not in NO_RETRIEVAL and needs_index(name):
-            raise DynragError(f"method {method_name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
-        if method_name not in NO_RETRIEVAL and (run.index is not None or not needs_index(name)):
-            if run.index is not None:
-                warn_if_corpus_changed(run.index)
-            searcher_options = given_options(name, run.retriever_options, "--retriever-option")
-            searcher = open_retriever(
-                name, run.index, with_numpy_bm25(name, searcher_options), work_dir=run.index or Path("."), progress=True
-            )
-        lm = _load_lm_with_status(run.model)
-        answer = build_method(method_name, lm, searcher, options, builder).answer(question)
-        data = answer.to_dict()
-        # The answer is shown first: a disk that fills up meanwhile loses the trace file, not the answer.
-        if as_json:
-            sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-            sys.stdout.flush()
-        else:
-            render_answer(console, answer)
-        if trace is not None:
-            from dynrag.io.files import atomic_write_json
 
-            atomic_write_json(trace, data)
+def answer_question(question: str, run, trace: Path | None, as_json: bool) -> None:
+    """`dynrag ask` after its flags are read: plan (every check), build, answer, show, save."""
+    from dynrag.run.assemble import assemble
+    from dynrag.run.plan import make_plan
+
+    plan = make_plan(run, command="ask")  # fails before an index is opened (or its dense part built)
+    if trace is not None:
+        from dynrag.io.faults import check_writable
+
+        check_writable(trace)  # before the work whose trace it is
+    parts = assemble(plan, progress=True, say=warn, load=_load_lm_with_status)
+    answer = parts.method.answer(question)
+    data = answer.to_dict()
+    # The answer is shown first: a disk that fills up meanwhile loses the trace file, not the answer.
+    if as_json:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.flush()
+    else:
+        from dynrag.render import render_answer
+
+        render_answer(console, answer)
+    if trace is not None:
+        from dynrag.io.files import atomic_write_json
+
+        atomic_write_json(trace, data)
 
 
 @app.command()

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from dynrag.errors import ConfigError, DataError, unencodable
 from dynrag.registry import Options, parse_pairs, split_csv_pairs
@@ -51,11 +51,15 @@ class RunConfig(Options):
     # eval: how to run (not part of a run's identity; config.yaml does not record them)
     workers: int | Literal["auto"] | None = None  # None: auto
     dask: str | None = None  # a Dask scheduler address, e.g. tcp://HOST:8786
-    # eval-retrieval
-    k: list[int] = Field(default_factory=lambda: [3, 10])
+    concurrency: int = 1  # (checked with --workers and --dask) questions in flight against a model behind an HTTP server
+    # eval-retrieval: recall@K cut-offs (`options.k` is something else: passages per retrieval)
+    cutoffs: list[int] = Field(default_factory=lambda: [3, 10])
     hyde: bool = False
     hyde_cache: Path | None = None
     hyde_max_new_tokens: int = Field(64, ge=1)
+    # Where each key's value came from (a file or a flag), for messages about it.
+    _origin: dict[str, str | None] = PrivateAttr(default_factory=dict)
+    _source: str | None = PrivateAttr(default=None)
 
     @field_validator("workers", mode="before")
     @classmethod
@@ -67,7 +71,7 @@ class RunConfig(Options):
             raise ValueError("expected a number of worker processes >= 1, or auto")
         return number
 
-    @field_validator("k", mode="before")
+    @field_validator("cutoffs", mode="before")
     @classmethod
     def _ks(cls, value: Any) -> Any:
         if isinstance(value, (str, int)):
@@ -76,7 +80,7 @@ class RunConfig(Options):
             raise ValueError("needs at least one cut-off, e.g. [3, 10]")
         return value
 
-    @field_validator("k")
+    @field_validator("cutoffs")
     @classmethod
     def _ks_positive(cls, value: list[int]) -> list[int]:
         if min(value) < 1:
@@ -86,7 +90,9 @@ class RunConfig(Options):
 
 # The command-line flag of each key, for messages about values that came from the command line.
 FLAGS = {name: "--" + name.replace("_", "-") for name in RunConfig.model_fields}
-FLAGS.update({"options": "--option", "retriever_options": "--retriever-option"})
+FLAGS.update({"options": "--option", "retriever_options": "--retriever-option", "cutoffs": "--k"})
+# Keys a run configuration once had under another name: old files keep working, with a warning.
+RENAMED_KEYS = {"k": "cutoffs"}
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -126,6 +132,10 @@ def load_run_config(
     flags the user gave (None values mean "not given"); the pairs are KEY=VALUE strings."""
     source = str(path) if path is not None else None
     values: dict[str, Any] = read_config_file(path) if path is not None else {}
+    for old, new in RENAMED_KEYS.items():
+        if old in values and new not in values:
+            values[new] = values.pop(old)
+            warn_deprecated(f"{source}: key {old!r} is now {new!r}")
     origin = {key: source for key in values}
     for key, value in flags.items():
         if value is not None:
@@ -144,8 +154,8 @@ def load_run_config(
         config = RunConfig(**values)
     except ValidationError as exc:
         raise ConfigError(_message(exc, origin, source)) from exc
-    _check_section(config, "options", origin, source)
-    _check_section(config, "retriever_options", origin, source)
+    # The options are checked once, by make_plan, against the method and retriever it settles on.
+    config._origin, config._source = origin, source
     return config
 
 
@@ -168,26 +178,16 @@ def _message(
     return f"{_where(key, origin, source)}: {key}: {what}"
 
 
-def _check_section(config: RunConfig, key: str, origin: Mapping[str, str | None], source: str | None) -> None:
-    """``options`` against the method's model, ``retriever_options`` against the retriever's."""
-    values = getattr(config, key)
+def section_options(config: RunConfig, key: Literal["options", "retriever_options"], name: str) -> Options:
+    """``options`` validated into method ``name``'s model, or ``retriever_options`` into retriever
+    ``name``'s: the one place a run's options are checked (by ``make_plan``), with errors naming
+    the key path and the file or flag each value came from."""
     if key == "options":
-        if config.method is None:
-            return  # the command says a method is needed, or uses none
         from dynrag.methods.registry import METHODS as registry
-
-        name = config.method
     else:
         from dynrag.retrieval.factory import RETRIEVERS as registry
-
-        if config.retriever is None:
-            if not values:
-                return
-            from dynrag.methods.chain import preset_retriever
-
-            name = preset_retriever(config.options)
-        else:
-            name = config.retriever
+    origin, source = config._origin, config._source
+    values = getattr(config, key)
     entry = registry.get(name)  # unknown names list the choices
     fields = entry.options.model_fields
     for option in values:
@@ -197,9 +197,16 @@ def _check_section(config: RunConfig, key: str, origin: Mapping[str, str | None]
                 f"{registry.kind} {name!r}; valid options: {', '.join(sorted(fields)) or 'none'}"
             )
     try:
-        entry.options(**values)
+        return entry.options(**values)
     except ValidationError as exc:
         raise ConfigError(_message(exc, origin, source, prefix=f"{key}.", of=f" of {registry.kind} {name!r}")) from exc
+
+
+def warn_deprecated(message: str) -> None:
+    """One line on stderr about a name that still works but will go."""
+    import sys
+
+    print(f"warning: {message} (the old name is deprecated and will be removed)", file=sys.stderr)
 
 
 def require(config: RunConfig, *keys: str) -> None:
@@ -207,17 +214,3 @@ def require(config: RunConfig, *keys: str) -> None:
     for key in keys:
         if getattr(config, key) is None:
             raise ConfigError(f"{FLAGS[key]} is required (or `{key}:` in --config)")
-
-
-def eval_request(config: RunConfig) -> Any:
-    """The runner's request for ``dynrag eval``."""
-    from dynrag.eval.runner import EvalRequest
-
-    require(config, "dataset", "data", "method", "out")
-    return EvalRequest(
-        dataset=config.dataset, data=config.data, method=config.method, out=config.out, corpus=config.corpus,
-        limit=config.limit, model=config.model, options=dict(config.options), exemplars=config.exemplars,
-        aliases=config.aliases, skip_bad=config.skip_bad, baseline=config.baseline, retriever=config.retriever,
-        retriever_options=dict(config.retriever_options), scorer=config.scorer,
-        workers=config.workers if config.workers is not None else "auto", dask=config.dask,
-    )

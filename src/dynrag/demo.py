@@ -25,10 +25,12 @@ from dynrag.data import DemoQuestion, demo_passages_path, load_demo_questions
 from dynrag.eval.metrics import score_answer
 from dynrag.lm import load_lm
 from dynrag.lm.base import LanguageModel
-from dynrag.lm.bundled import DEFAULT_BUNDLED, cache_root, converted_dir, resolve_bundled
+from dynrag.lm.bundled import cache_root, converted_dir, resolve_bundled
+from dynrag.lm.spec import ModelSpec
 from dynrag.methods.base import Answer
-from dynrag.methods.prompting import PromptBuilder
-from dynrag.methods.registry import build_method
+from dynrag.config import RunConfig
+from dynrag.run.assemble import make_method
+from dynrag.run.plan import RunPlan, make_plan
 from dynrag.render import final_line, render_answer, render_trace
 from dynrag.retrieval.bm25 import BM25Index
 
@@ -64,10 +66,10 @@ def ordered_demo_questions() -> list[DemoQuestion]:
 
 def first_use(model_spec: str) -> bool:
     """Whether loading a bundled model will dequantise its GGUF weights first (not yet cached)."""
-    base = model_spec.strip().partition("?")[0]
-    if base != "bundled" and not base.startswith("bundled:"):
+    spec = ModelSpec.parse(model_spec)
+    if spec.kind != "bundled":
         return False
-    model = resolve_bundled(base.partition(":")[2] or DEFAULT_BUNDLED)
+    model = resolve_bundled(spec.target)
     return not (converted_dir(model) / "model.safetensors").exists()
 
 
@@ -84,15 +86,22 @@ def load_model(console: Console, model_spec: str) -> LanguageModel:
     return lm
 
 
+def demo_plans(model_spec: str, options: dict[str, dict[str, int]]) -> dict[str, RunPlan]:
+    """One `ask` plan per demo method over the demo index, as `dynrag ask` would make it."""
+    return {name: make_plan(RunConfig(model=model_spec, method=name, options=dict(values), index=demo_index_dir()),
+                            command="ask")
+            for name, values in options.items()}
+
+
 def run_demo(console: Console, model_spec: str = "bundled", limit: int | None = None, full: bool = False) -> dict[str, float]:
     """The quick demo (or, with ``full``, the 30-question table); returns exact match per method."""
     if not full:
         return run_quick_demo(console, model_spec, limit)
+    plans = demo_plans(model_spec, {"direct": {}, "single": {}})
     index = ensure_demo_index(console)
     questions = ordered_demo_questions()[:limit]
     lm = load_model(console, model_spec)
-    builder = PromptBuilder.for_dataset("default")
-    methods = {name: build_method(name, lm, index, {}, builder) for name in ("direct", "single")}
+    methods = {name: make_method(plan, lm, index) for name, plan in plans.items()}
     console.print(Text.assemble(
         ("dynrag demo", "bold"),
         f": {len(questions)} questions over {len(index)} passages (a fictional world the model cannot know), "
@@ -161,11 +170,10 @@ def run_quick_demo(console: Console, model_spec: str = "bundled", limit: int | N
     started = time.perf_counter()
     by_id = {q.id: q for q in load_demo_questions()}
     questions = [by_id[i] for i in QUICK_QUESTIONS][:limit]
+    plans = demo_plans(model_spec, QUICK_OPTIONS)  # a bad --model fails before the index is built
     index = ensure_demo_index(console)
     lm = load_model(console, model_spec)
-    builder = PromptBuilder.for_dataset("default")
-    methods = {name: build_method(name, lm, None if name == "direct" else index, options, builder)
-               for name, options in QUICK_OPTIONS.items()}
+    methods = {name: make_method(plan, lm, index) for name, plan in plans.items()}
     console.print(
         f"[bold]dynrag demo[/bold]: {len(questions)} questions over {len(index)} passages about a fictional "
         "region the model cannot know. Each is answered closed book ([bold]direct[/bold]), with one "

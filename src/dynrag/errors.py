@@ -22,8 +22,11 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class IndexError_(DynragError):
+class IndexDirError(DynragError):
     """A missing, corrupt or incompatible index directory."""
+
+
+IndexError_ = IndexDirError  # the old name, for code written against it; use IndexDirError
 
 
 class ConfigError(DynragError):

@@ -30,10 +30,15 @@ class Options(BaseModel):
 
 @dataclass(frozen=True)
 class Entry(Generic[T]):
+    """One named choice. ``traits`` is what callers may ask about the choice without opening it
+    (a method's ``MethodTraits``, a retriever's ``RetrieverTraits``): each registry's kind has its
+    own frozen record, so no caller has to test a name."""
+
     name: str
     opener: Callable[..., T]
     options: type[Options]
     summary: str = ""
+    traits: Any = None
 
     def option_names(self) -> list[str]:
         return sorted(self.options.model_fields)
@@ -69,21 +74,22 @@ class Registry(Generic[T]):
         self._entries: dict[str, Entry[T]] = {}
 
     def add(
-        self, name: str, opener: Callable[..., T], options: type[Options] = Options, summary: str = ""
+        self, name: str, opener: Callable[..., T], options: type[Options] = Options, summary: str = "",
+        traits: Any = None,
     ) -> Entry[T]:
         if name in self._entries:
             raise ValueError(f"{self.kind} {name!r} is registered twice")
-        entry = Entry(name, opener, options, summary)
+        entry = Entry(name, opener, options, summary, traits)
         self._entries[name] = entry
         return entry
 
     def register(
-        self, name: str, options: type[Options] = Options, summary: str = ""
+        self, name: str, options: type[Options] = Options, summary: str = "", traits: Any = None
     ) -> Callable[[Callable[..., T]], Callable[..., T]]:
         """Decorator form of ``add`` for an opener function."""
 
         def decorate(opener: Callable[..., T]) -> Callable[..., T]:
-            self.add(name, opener, options, summary)
+            self.add(name, opener, options, summary, traits)
             return opener
 
         return decorate

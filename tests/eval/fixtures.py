@@ -164,3 +164,17 @@ def qa_rows(n: int) -> list[dict]:
         }
         for i in range(n)
     ]
+
+
+def eval_plan(**keys):
+    """The plan `dynrag eval` makes from these run configuration keys (as flags; retriever options
+    may be KEY=VALUE strings), in one process unless ``workers`` says otherwise."""
+    from dynrag.config import load_run_config
+    from dynrag.registry import parse_pairs
+    from dynrag.run.plan import make_plan
+
+    keys.setdefault("workers", 1)
+    given = keys.get("retriever_options")
+    if isinstance(given, (list, tuple)):
+        keys["retriever_options"] = parse_pairs(given, "--retriever-option")
+    return make_plan(load_run_config(None, keys), command="eval")

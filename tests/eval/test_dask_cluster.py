@@ -14,7 +14,8 @@ from dynrag.errors import DynragError
 from dynrag.eval.dask_cluster import DaskCluster
 from dynrag.eval.execution import WorkerJob
 from dynrag.eval.rundir import read_predictions
-from dynrag.eval.runner import EvalRequest, run_eval
+from dynrag.eval.runner import run_eval
+from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.eval.test_execution import answers_for, ids_once, killer_of_one_in_flight, started
 from tests.fakes import FakeMethodFactory
@@ -32,7 +33,7 @@ def cluster():
 
 
 def request(tmp_path, data, address, **kw):
-    return EvalRequest(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts",
+    return eval_plan(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts",
                        dask=address, **kw)
 
 

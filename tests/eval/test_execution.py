@@ -17,7 +17,8 @@ from dynrag.errors import ConfigError
 from dynrag.eval.execution import InProcess, Threads, WorkerJob, auto_workers, make_executor
 from dynrag.eval.processes import Processes, WorkerError
 from dynrag.eval.rundir import read_predictions
-from dynrag.eval.runner import EvalRequest, run_eval
+from dynrag.eval.runner import run_eval
+from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.fakes import FakeMethodFactory
 
@@ -25,7 +26,7 @@ from tests.fakes import FakeMethodFactory
 def request(tmp_path, data, **kw):
     base = dict(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts")
     base.update(kw)
-    return EvalRequest(**base)
+    return eval_plan(**base)
 
 
 def answers_for(rows):

@@ -14,7 +14,8 @@ from dynrag.cli import app
 from dynrag.errors import ConfigError
 from dynrag.eval.pool import pool_contexts
 from dynrag.eval.rundir import read_predictions
-from dynrag.eval.runner import EvalRequest, run_eval
+from dynrag.eval.runner import run_eval
+from tests.eval.fixtures import eval_plan
 from dynrag.eval.steps import load_questions
 from dynrag.retrieval.opensearch_ingest import build_opensearch_index
 from tests.eval import fixtures as fx
@@ -39,7 +40,7 @@ def qa(opensearch_url, tmp_path_factory):
 
 def test_eval_searches_the_server_and_records_its_corpus(opensearch_url, qa, tmp_path):
     rows, data, ids = qa
-    req = EvalRequest(dataset="jsonl", data=data, method="single", out=tmp_path / "run", retriever="opensearch",
+    req = eval_plan(dataset="jsonl", data=data, method="single", out=tmp_path / "run", retriever="opensearch",
                       retriever_options={"url": opensearch_url, "index": "qa"})
     summary = run_eval(req, method_factory=FakeMethodFactory({r["question"]: r["answers"][0] for r in rows}),
                        progress=False)
@@ -50,7 +51,7 @@ def test_eval_searches_the_server_and_records_its_corpus(opensearch_url, qa, tmp
     assert (config["retriever"], config["corpus"]) == ("opensearch", None) and len(config["corpus_sha256"]) == 64
     assert not (tmp_path / "run" / "contexts-index").exists()
     with pytest.raises(ConfigError, match="searches its server's index; drop --corpus"):
-        run_eval(EvalRequest(dataset="jsonl", data=data, method="single", out=tmp_path / "other", corpus="contexts",
+        run_eval(eval_plan(dataset="jsonl", data=data, method="single", out=tmp_path / "other", corpus="contexts",
                              retriever="opensearch", retriever_options={"url": opensearch_url, "index": "qa"}),
                  method_factory=FakeMethodFactory(), progress=False)
 

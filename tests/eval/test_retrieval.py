@@ -85,7 +85,7 @@ def test_eval_retrieval_cli_bm25(tmp_path):
     data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
     common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2"]
     # numpy search: numba's JIT compile would cost seconds (tests/retrieval/test_bm25.py tests numba)
-    r = run([*common, "--retriever", "bm25", "--option", "backend=numpy", "--out", str(tmp_path / "bm25")])
+    r = run([*common, "--retriever", "bm25", "--retriever-option", "backend=numpy", "--out", str(tmp_path / "bm25")])
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "bm25" / "summary.json").read_text())
     assert s["retriever"] == "bm25" and s["n"] == 2 and s["corpus"] == "contexts" and s["k"] == [1, 2]
@@ -105,8 +105,8 @@ def test_eval_retrieval_cli_dense_then_hybrid(tmp_path):
     assert r.exit_code == 0, r.output
     index_dir = tmp_path / "dense" / "contexts-index"
     assert (index_dir / "dense" / "vectors.npy").exists()
-    r = run([*common, "--retriever", "hybrid", "--corpus", str(index_dir), "--option", "alpha=0.5",
-             "--option", "fusion=rrf", "--out", str(tmp_path / "hybrid")])
+    r = run([*common, "--retriever", "hybrid", "--corpus", str(index_dir), "--retriever-option", "alpha=0.5",
+             "--retriever-option", "fusion=rrf", "--out", str(tmp_path / "hybrid")])
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "hybrid" / "summary.json").read_text())
     assert s["options"] == {"alpha": 0.5, "fusion": "rrf"} and s["index"] == str(index_dir.resolve())
@@ -127,7 +127,7 @@ def test_eval_retrieval_cli_hyde_writes_passages_once_and_reuses_them(tmp_path, 
     data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
     cache = tmp_path / "shared-hyde.jsonl"
     common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2", "--hyde", "--hyde-max-new-tokens", "5",
-              "--option", "backend=numpy"]
+              "--retriever-option", "backend=numpy"]
     r = run([*common, "--out", str(tmp_path / "first"), "--hyde-cache", str(cache)])
     assert r.exit_code == 0, r.output
     first = json.loads((tmp_path / "first" / "summary.json").read_text())
@@ -148,7 +148,7 @@ def test_eval_retrieval_cli_hyde_writes_passages_once_and_reuses_them(tmp_path, 
 def test_eval_retrieval_cli_milvus(tmp_path):
     pytest.importorskip("milvus_lite")
     data = fx.write_jsonl(tmp_path / "m.jsonl", fx.MUSIQUE)
-    r = run(["--dataset", "musique", "--data", str(data), "--retriever", "milvus", "--option", "mode=bm25",
+    r = run(["--dataset", "musique", "--data", str(data), "--retriever", "milvus", "--retriever-option", "mode=bm25",
              "--out", str(tmp_path / "mil")])
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "mil" / "summary.json").read_text())
@@ -160,7 +160,9 @@ def test_eval_retrieval_cli_errors_are_one_line(tmp_path):
     data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
     cases = [
         (["--retriever", "sparse"], "unknown retriever"),
-        (["--retriever", "bm25", "--option", "alpha=1"], "--option: retriever_options.alpha: unknown option of retriever 'bm25'"),
+        (["--retriever", "bm25", "--retriever-option", "alpha=1"],
+         "--retriever-option: retriever_options.alpha: unknown option of retriever 'bm25'"),
+        (["--retriever", "bm25", "--option", "alpha=1"], "--option: retriever_options.alpha: unknown option"),
         (["--k", "0"], "--k"),
         (["--corpus", str(tmp_path / "nope")], "no such index directory"),
         (["--limit", "0"], "--limit"),
@@ -169,3 +171,11 @@ def test_eval_retrieval_cli_errors_are_one_line(tmp_path):
         r = run(["--dataset", "hotpotqa", "--data", str(data), "--out", str(tmp_path / "o"), *extra])
         assert r.exit_code == 1, (extra, r.output)
         assert message in r.output and "Traceback" not in r.output
+
+
+def test_eval_retrieval_option_is_a_deprecated_alias_of_retriever_option(tmp_path):
+    data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
+    r = run(["--dataset", "hotpotqa", "--data", str(data), "--option", "backend=numpy", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert "warning: eval-retrieval --option is now --retriever-option" in r.output
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["options"] == {"backend": "numpy"}

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from dynrag.cli import app
 from dynrag.eval import runner
-from dynrag.eval.runner import resolve_config
+from dynrag.eval.runner import eval_config
+from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.fakes import method_factory
 
@@ -48,7 +49,7 @@ def test_a_model_typo_writes_nothing_and_the_corrected_command_then_runs(tmp_pat
 
     # A run directory an older dynrag left with config.json and no answer takes the corrected
     # command's config instead of refusing it as "a different config".
-    stale = resolve_config(runner.EvalRequest(dataset="jsonl", data=data, method="direct", out=out, model="bundled"))
+    stale = eval_config(eval_plan(dataset="jsonl", data=data, method="direct", out=out, model="bundled"))
     stale["model"] = "hf:typo"
     out.mkdir()
     (out / "config.json").write_text(json.dumps(stale))
@@ -82,7 +83,7 @@ def test_each_command_refuses_a_directory_of_another_kind_or_unrelated_files(tmp
     assert r.exit_code == 0, r.output
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
 
-    retrieval = ["eval-retrieval", "--dataset", "hotpotqa", "--data", str(hotpot), "--option", "backend=numpy"]
+    retrieval = ["eval-retrieval", "--dataset", "hotpotqa", "--data", str(hotpot), "--retriever-option", "backend=numpy"]
     r = cli.invoke(app, [*retrieval, "--out", str(run)])
     assert r.exit_code == 1 and "holds a `dynrag eval` run" in flat(r), r.output
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before  # untouched

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from dynrag.eval.rundir import read_predictions
-from dynrag.eval.runner import EvalRequest, run_eval
+from dynrag.eval.runner import run_eval
 from dynrag.io.jsonl import json_line
+from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.fakes import method_factory
 
@@ -27,7 +28,8 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 from dynrag.errors import DynragError
-from dynrag.eval.runner import EvalRequest, run_eval
+from dynrag.eval.runner import run_eval
+from tests.eval.fixtures import eval_plan
 from tests.fakes import method_factory
 import time
 
@@ -47,7 +49,7 @@ def factory(config, retriever):
     method.answer = gated
     return method
 
-req = EvalRequest(dataset="jsonl", data=Path({data!r}), method="single", out=Path({out!r}), corpus="contexts")
+req = eval_plan(dataset="jsonl", data=Path({data!r}), method="single", out=Path({out!r}), corpus="contexts")
 try:
     summary = run_eval(req, method_factory=factory, progress=False)
 except DynragError as exc:
@@ -122,7 +124,7 @@ def test_kill_9_frees_the_lock_and_the_next_run_resumes(tmp_path):
     finally:
         proc.kill() if proc.poll() is None else None
     assert (out / ".lock").exists()  # the lock file stays; the OS dropped the lock itself
-    req = EvalRequest(dataset="jsonl", data=data, method="single", out=out, corpus="contexts")
+    req = eval_plan(dataset="jsonl", data=data, method="single", out=out, corpus="contexts")
     summary = run_eval(req, method_factory=method_factory({}), progress=False)
     assert summary["n"] == 6 and sorted(ids(out)) == sorted(f"q{i}" for i in range(6))
 
@@ -132,7 +134,7 @@ def test_a_run_damaged_by_two_writers_is_deduplicated_on_resume_and_says_so(tmp_
 
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(5))
     out = tmp_path / "run"
-    req = EvalRequest(dataset="jsonl", data=data, method="single", out=out, corpus="contexts")
+    req = eval_plan(dataset="jsonl", data=data, method="single", out=out, corpus="contexts")
     run_eval(req, method_factory=method_factory({}), progress=False)
     # what two unlocked writers left behind: every question answered and appended twice
     records = read_predictions(out)

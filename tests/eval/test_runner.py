@@ -12,7 +12,8 @@ import pytest
 
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.rundir import read_predictions
-from dynrag.eval.runner import EvalRequest, resolve_config, run_eval
+from dynrag.eval.runner import eval_config, run_eval
+from tests.eval.fixtures import eval_plan
 from dynrag.eval.summary import METRIC_KEYS, summarize
 from tests.eval import fixtures as fx
 from tests.fakes import method_factory
@@ -30,7 +31,7 @@ def rows_and_answers(n):
 def request(tmp_path, data, **kw):
     base = dict(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts")
     base.update(kw)
-    return EvalRequest(**base)
+    return eval_plan(**base)
 
 
 def lines(run_dir):
@@ -169,7 +170,7 @@ def test_bad_requests_fail_before_any_work(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
     with pytest.raises(ConfigError, match="pass --corpus"):
         run_eval(request(tmp_path, data, corpus=None), method_factory=method_factory(), progress=False)
-    with pytest.raises(ConfigError, match="unknown option 'nope'"):
+    with pytest.raises(ConfigError, match="options.nope: unknown option of method 'single'"):
         run_eval(request(tmp_path, data, options={"nope": "1"}), method_factory=method_factory(), progress=False)
     with pytest.raises(ConfigError, match="unknown method"):
         run_eval(request(tmp_path, data, method="nope"), method_factory=method_factory(), progress=False)
@@ -210,9 +211,10 @@ SCRIPT = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from dynrag.eval.runner import EvalRequest, resolve_config, run_eval
+from dynrag.eval.runner import eval_config, run_eval
+from tests.eval.fixtures import eval_plan
 from tests.fakes import method_factory
-req = EvalRequest(dataset="jsonl", data=Path({data!r}), method="single", out=Path({out!r}), corpus="contexts")
+req = eval_plan(dataset="jsonl", data=Path({data!r}), method="single", out=Path({out!r}), corpus="contexts")
 run_eval(req, method_factory=method_factory({{}}, sleep=0.2), progress=False)
 """
 
@@ -243,7 +245,7 @@ def test_sigkill_mid_run_then_rerun_answers_every_question_once(tmp_path):
     assert 2 <= len(partial) < 12
 
     # same request again, in-process this time, to completion
-    req = EvalRequest(dataset="jsonl", data=data, method="single", out=out, corpus="contexts")
+    req = eval_plan(dataset="jsonl", data=data, method="single", out=out, corpus="contexts")
     built = []
     summary = run_eval(req, method_factory=method_factory({}, built=built), progress=False)
     ids = [json.loads(l)["id"] for l in lines(out)]
@@ -295,7 +297,7 @@ def test_retriever_choice_is_recorded_and_used(tmp_path):
 def test_preset_balanced_defaults_to_hybrid_and_old_runs_resume_as_bm25(tmp_path):
     rows, answers = rows_and_answers(2)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
-    config = resolve_config(request(tmp_path, data, options={"preset": "balanced"}))
+    config = eval_config(request(tmp_path, data, options={"preset": "balanced"}))
     assert (config["retriever"], config["retriever_options"]) == ("hybrid", {})
     # a run directory written before the retriever was recorded resumes as the bm25 run it was
     run_eval(request(tmp_path, data, limit=1), method_factory=method_factory(answers), progress=False)
@@ -313,6 +315,6 @@ def test_retriever_flags_on_a_method_that_does_not_retrieve_are_an_error(tmp_pat
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
     with pytest.raises(ConfigError, match="method 'direct' does not retrieve"):
         run_eval(request(tmp_path, data, method="direct", retriever="dense"), method_factory=method_factory(), progress=False)
-    with pytest.raises(ConfigError, match=r"--retriever-option: retriever 'bm25': unknown option 'alpha'"):
+    with pytest.raises(ConfigError, match=r"--retriever-option: retriever_options.alpha: unknown option of retriever 'bm25'"):
         run_eval(request(tmp_path, data, retriever_options=["alpha=0.3"]), method_factory=method_factory(), progress=False)
     assert not (tmp_path / "run").exists()

@@ -11,7 +11,8 @@ import pytest
 
 from dynrag.errors import ConfigError
 from dynrag.eval.rundir import read_predictions
-from dynrag.eval.runner import EvalRequest, run_eval
+from dynrag.eval.runner import run_eval
+from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.fakes import FakeMethod
 
@@ -42,7 +43,7 @@ class Concurrent(FakeMethod):
 
 
 def run(tmp_path, data, method, concurrency, **kw):
-    req = EvalRequest(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts",
+    req = eval_plan(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts",
                       concurrency=concurrency, **kw)
     return run_eval(req, method_factory=lambda config, retriever: method.bind(retriever), progress=False)
 
@@ -85,10 +86,9 @@ def test_a_failed_run_resumes_without_redoing_or_duplicating(tmp_path):
 
 def test_concurrency_needs_a_model_behind_http(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
-    req = EvalRequest(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts",
+    req = eval_plan(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts",
                       concurrency=2)
     with pytest.raises(ConfigError, match="--concurrency 2 needs a model behind an HTTP server.*openai:"):
         run_eval(req, progress=False)
-    req.concurrency = 0
     with pytest.raises(ConfigError, match="at least 1"):
-        run_eval(req, progress=False)
+        eval_plan(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts", concurrency=0)

@@ -58,7 +58,8 @@ def test_scorer_registry_names_the_choices():
 def test_a_run_records_its_scorer_and_scores_with_it(tmp_path):
     import json
 
-    from dynrag.eval.runner import EvalRequest, run_eval
+    from dynrag.eval.runner import run_eval
+    from tests.eval.fixtures import eval_plan
     from tests.eval import fixtures as fx
     from tests.fakes import method_factory as factory
 
@@ -66,10 +67,10 @@ def test_a_run_records_its_scorer_and_scores_with_it(tmp_path):
     # FakeMethod writes "Some reasoning. So the answer is X.": both scorers extract X.
     answers = {r["question"]: r["answers"][0] for r in rows}
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
-    req = EvalRequest(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts",
-                      scorer="dragin")
+    keys = dict(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus="contexts")
+    req = eval_plan(**keys, scorer="dragin")
     summary = run_eval(req, method_factory=factory(answers), progress=False)
     assert json.loads((tmp_path / "run" / "config.json").read_text())["scorer"] == "dragin"
     assert summary["scorer"] == "dragin" and summary["em"] == 1.0
     with pytest.raises(ConfigError, match='scorer: "dragin" -> "squad"'):  # another scorer in the same run dir
-        run_eval(EvalRequest(**{**req.__dict__, "scorer": "squad"}), method_factory=factory(answers), progress=False)
+        run_eval(eval_plan(**keys, scorer="squad"), method_factory=factory(answers), progress=False)

@@ -3,7 +3,7 @@
 import pytest
 
 from dynrag.errors import ConfigError
-from dynrag.eval.runner import resolve_model
+from dynrag.lm.loader import resolve_model
 from dynrag.lm import describe_specs, load_lm
 from dynrag.lm.loader import split_options
 from tests.tiny_models import tiny_llama, tiny_tokenizer

@@ -19,7 +19,8 @@ from dynrag.data import load_demo_questions
 from dynrag.demo import demo_index_dir, ensure_demo_index
 from dynrag.errors import ConfigError
 from dynrag.eval.rundir import read_predictions
-from dynrag.eval.runner import EvalRequest, run_eval
+from dynrag.eval.runner import run_eval
+from tests.eval.fixtures import eval_plan
 from dynrag.lm import load_lm
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.registry import build_method
@@ -103,7 +104,7 @@ def test_eval_with_concurrency_writes_each_answer_once_and_resumes(llama_server,
     data = tmp_path / "demo.jsonl"
     rows = [{"id": q.id, "question": q.question, "answers": q.answers} for q in load_demo_questions()[:3]]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    req = EvalRequest(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus=str(demo_index_dir()),
+    req = eval_plan(dataset="jsonl", data=data, method="single", out=tmp_path / "run", corpus=str(demo_index_dir()),
                       model=f"openai:{llama_server}#smollm2", options={"max_new_tokens": 48}, concurrency=3)
     summary = run_eval(req, progress=False)
     ids = [p["id"] for p in read_predictions(tmp_path / "run")]

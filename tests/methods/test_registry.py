@@ -4,12 +4,12 @@ import pytest
 
 from dynrag.errors import ConfigError
 from dynrag.methods.fixed import FixedLength
-from dynrag.methods.registry import METHODS, NO_RETRIEVAL, method_class, method_names, parse_option_pairs, parse_options
+from dynrag.methods.registry import METHODS, method_class, method_traits, method_names, parse_option_pairs, parse_options
 
 
 def test_names_classes_and_summaries():
     assert method_names() == ["direct", "single", "fixed_length", "fixed_sentence", "flare", "dragin", "deeprag"]
-    assert method_class("fixed_length") is FixedLength and NO_RETRIEVAL == {"direct"}
+    assert method_class("fixed_length") is FixedLength and [n for n in METHODS.names() if not method_traits(n).needs_retrieval] == ["direct"]
     assert all(line.split(": ", 1)[1] for line in METHODS.help_lines())  # every entry has a summary
 
 
@@ -20,3 +20,13 @@ def test_options_are_typed_and_errors_name_the_key_and_the_choices():
     with pytest.raises(ConfigError, match=r"unknown method 'magic'; choose one of: direct, single"):
         parse_options("magic", {})
     assert parse_option_pairs(["k=2", "preset=best"], preset="balanced") == {"k": "2", "preset": "best"}
+
+
+def test_each_method_declares_its_traits_on_its_class_and_the_entry_carries_them():
+    from dynrag.methods.base import MethodTraits
+
+    for entry in METHODS:
+        assert isinstance(entry.traits, MethodTraits) and entry.traits is entry.opener.traits
+    assert method_traits("dragin").needs_attention and method_traits("dragin").needs_retrieval
+    assert not method_traits("single").needs_attention
+    assert not method_traits("direct").needs_retrieval

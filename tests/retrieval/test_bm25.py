@@ -9,7 +9,7 @@ import Stemmer
 from bm25s.tokenization import Tokenizer
 
 from dynrag.corpus import Passage
-from dynrag.errors import DynragError, IndexError_
+from dynrag.errors import DynragError, IndexDirError
 from dynrag.retrieval import BM25Index, Hit, Retriever
 from dynrag.retrieval import bm25_build
 from dynrag.retrieval.tokenizer import BM25Tokenizer
@@ -184,7 +184,7 @@ def test_chunking_during_build(tmp_path):
 
 
 def assert_index_error(path: Path, match: str) -> None:
-    with pytest.raises(IndexError_, match=match) as e:
+    with pytest.raises(IndexDirError, match=match) as e:
         BM25Index.load(path, backend="numpy")
     msg = str(e.value)
     assert str(path) in msg and "dynrag index" in msg and "\n" not in msg
@@ -271,7 +271,7 @@ def test_build_refuses_to_replace_other_directories(tmp_path):
     precious = tmp_path / "home"
     precious.mkdir()
     (precious / "thesis.tex").write_text("do not delete")
-    with pytest.raises(IndexError_, match="not a dynrag BM25 index"):
+    with pytest.raises(IndexDirError, match="not a dynrag BM25 index"):
         build(CORPUS, precious)
     assert (precious / "thesis.tex").read_text() == "do not delete"
     a_file = tmp_path / "notes.txt"

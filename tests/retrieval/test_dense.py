@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynrag.errors import DynragError, IndexError_
+from dynrag.errors import DynragError, IndexDirError
 from dynrag.retrieval import BM25Index, Hit, Retriever
 from dynrag.retrieval import dense as dense_module
 from dynrag.retrieval import vectors as vectors_module
@@ -134,7 +134,7 @@ def test_stale_dense_part_is_refused(tmp_path, hash_embedder):
     m = json.loads((out / "dense" / "manifest.json").read_text())
     m["corpus_sha256"] = "0" * 64
     (out / "dense" / "manifest.json").write_text(json.dumps(m))
-    with pytest.raises(IndexError_, match="stale") as e:
+    with pytest.raises(IndexDirError, match="stale") as e:
         DenseIndex.load(out, hash_embedder)
     assert str(out) in str(e.value)
     # Rebuilding the BM25 index replaces the directory: the old dense part goes with it.
@@ -143,7 +143,7 @@ def test_stale_dense_part_is_refused(tmp_path, hash_embedder):
 
 
 def assert_index_error(path: Path, match: str, embedder) -> None:
-    with pytest.raises(IndexError_, match=match) as e:
+    with pytest.raises(IndexDirError, match=match) as e:
         DenseIndex.load(path, embedder)
     assert str(path) in str(e.value) and "dynrag index" in str(e.value)
 
@@ -195,7 +195,7 @@ def test_failed_build_leaves_the_old_index(tmp_path, hash_embedder):
     assert not (tmp_path / "e").exists()
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "mine.txt").write_text("keep me")
-    with pytest.raises(IndexError_, match="refusing to replace"):
+    with pytest.raises(IndexDirError, match="refusing to replace"):
         DenseIndex.build(CORPUS, tmp_path / "notes", hash_embedder, progress=False)
 
 

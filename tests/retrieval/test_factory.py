@@ -62,3 +62,13 @@ def test_with_numpy_bm25_keeps_a_users_backend():
     assert with_numpy_bm25("bm25", {"backend": "numba"}) == {"backend": "numba"}
     assert with_numpy_bm25("hybrid", {"alpha": 0.5}) == {"bm25_backend": "numpy", "alpha": 0.5}
     assert with_numpy_bm25("dense", {"batch_size": 4}) == {"batch_size": 4}
+
+
+def test_retriever_traits_live_in_the_entries():
+    from dynrag.retrieval.base import RetrieverTraits
+    from dynrag.retrieval.factory import retriever_traits
+
+    assert all(isinstance(entry.traits, RetrieverTraits) for entry in RETRIEVERS)
+    assert retriever_traits("bm25").bm25_backend_key == "backend"
+    assert retriever_traits("hybrid").bm25_backend_key == "bm25_backend"
+    assert retriever_traits("dense").bm25_backend_key is None and not retriever_traits("opensearch").needs_index

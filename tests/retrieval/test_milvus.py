@@ -2,7 +2,7 @@
 
 import pytest
 
-from dynrag.errors import ConfigError, DynragError, IndexError_
+from dynrag.errors import ConfigError, DynragError, IndexDirError
 from dynrag.retrieval import Hit, Retriever
 from dynrag.retrieval.milvus import MilvusRetriever, analyzer_params
 from tests.retrieval.conftest import CORPUS, HashEmbedder
@@ -60,7 +60,7 @@ def test_open_rebuild_and_errors(tmp_path, embedder):
     with MilvusRetriever.build(CORPUS, uri, "c", embedder, progress=False) as r:
         assert len(r) == len(CORPUS)
         assert r.client.list_collections() == ["c"]
-    with pytest.raises(IndexError_, match="no collection 'missing'.*it has: c"):
+    with pytest.raises(IndexDirError, match="no collection 'missing'.*it has: c"):
         MilvusRetriever.open(uri, "missing", embedder)
     with pytest.raises(DynragError, match="384-dimensional.*gives 16"):
         MilvusRetriever.open(uri, "c", HashEmbedder())

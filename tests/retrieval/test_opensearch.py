@@ -19,7 +19,7 @@ import pytest
 
 from dynrag.corpus import Passage, read_passages
 from dynrag.data import demo_passages_path, load_demo_questions
-from dynrag.errors import DynragError, IndexError_
+from dynrag.errors import DynragError, IndexDirError
 from dynrag.retrieval.bm25 import BM25Index
 from dynrag.retrieval.factory import open_retriever
 from dynrag.retrieval.opensearch import OpenSearchRetriever, connect, index_meta
@@ -78,13 +78,13 @@ def test_k1_and_b_are_settable_and_a_changed_setting_needs_replace(opensearch_ur
     client = connect(opensearch_url)
     assert client.indices.get_settings(index="tuned")["tuned"]["settings"]["index"]["similarity"]["dynrag_bm25"] == {
         "type": "BM25", "k1": "0.9", "b": "0.4"}
-    with pytest.raises(IndexError_, match=r"holds another corpus or other settings .*k1=0.9.*--replace"):
+    with pytest.raises(IndexDirError, match=r"holds another corpus or other settings .*k1=0.9.*--replace"):
         build_opensearch_index(passages, opensearch_url, "tuned", k1=1.2, progress=False, source=source)
     meta = build_opensearch_index(passages[:10], opensearch_url, "tuned", k1=1.2, progress=False, source=source,
                                   replace=True)
     assert meta["passage_count"] == 10 and meta["k1"] == 1.2
     client.indices.create(index="foreign", body={"mappings": {"properties": {"text": {"type": "text"}}}})
-    with pytest.raises(IndexError_, match="exists and was not built by dynrag"):
+    with pytest.raises(IndexDirError, match="exists and was not built by dynrag"):
         build_opensearch_index(passages, opensearch_url, "foreign", progress=False)
     client.close()
 
@@ -123,7 +123,7 @@ def test_sigkill_mid_ingest_then_the_same_command_completes_without_duplicates(o
     assert proc.returncode == -signal.SIGKILL
     partial = index_meta(client, opensearch_url, "killed")
     assert not partial["complete"] and 200 <= partial["ingested"] < n
-    with pytest.raises(IndexError_, match=r"incomplete: ingest stopped after .* run the same"):
+    with pytest.raises(IndexDirError, match=r"incomplete: ingest stopped after .* run the same"):
         OpenSearchRetriever.open(opensearch_url, "killed")
 
     again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
@@ -146,7 +146,7 @@ def test_sigkill_mid_ingest_then_the_same_command_completes_without_duplicates(o
 def test_errors_are_one_line(opensearch_url, demo_index, tmp_path):
     with pytest.raises(DynragError, match=r"cannot reach OpenSearch at http://127.0.0.1:9 \(Connection refused\)"):
         open_retriever("opensearch", None, {"url": "http://127.0.0.1:9", "timeout": 2}, work_dir=tmp_path)
-    with pytest.raises(IndexError_, match=r"has no index 'nope'; build it with `dynrag index CORPUS --engine opensearch"):
+    with pytest.raises(IndexDirError, match=r"has no index 'nope'; build it with `dynrag index CORPUS --engine opensearch"):
         open_retriever("opensearch", None, {"url": opensearch_url, "index": "nope"}, work_dir=tmp_path)
     for args, message in (
         (["ask", "Who founded the festival?", "--retriever", "opensearch", "--retriever-option",

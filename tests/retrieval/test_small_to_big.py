@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from dynrag.cli import app
 from dynrag.corpus import Passage
-from dynrag.errors import IndexError_
+from dynrag.errors import IndexDirError
 from dynrag.retrieval import BM25Index, Hit, Retriever
 from dynrag.retrieval.factory import open_retriever
 from dynrag.retrieval.small_to_big import PARENTS_FILE, SmallToBigRetriever, load_parents
@@ -101,10 +101,10 @@ def test_every_retriever_over_a_small_to_big_index_returns_large_chunks(tmp_path
 def test_a_small_to_big_index_without_its_large_chunks_is_a_clear_error(tmp_path):
     BM25Index.build(long_docs(), tmp_path / "idx", progress=False, chunk=parse_chunk_spec("small-to-big:10:50"))
     (tmp_path / "idx" / PARENTS_FILE).write_text('{"id": "river#0"}\n')
-    with pytest.raises(IndexError_, match=r"parents.jsonl:1: not a passage record"):
+    with pytest.raises(IndexDirError, match=r"parents.jsonl:1: not a passage record"):
         open_retriever("bm25", tmp_path / "idx", {}, work_dir=tmp_path)
     (tmp_path / "idx" / PARENTS_FILE).unlink()
-    with pytest.raises(IndexError_, match="without parents.jsonl; rebuild it"):
+    with pytest.raises(IndexDirError, match="without parents.jsonl; rebuild it"):
         open_retriever("bm25", tmp_path / "idx", {}, work_dir=tmp_path)
 
 

@@ -31,7 +31,7 @@ from dynrag.deeprag.synth import Models, SynthRequest, run_synth
 from dynrag.deeprag.trainer import TrainOptions, identity_options, pin_threads, plan_batches, train_loop
 from dynrag.deeprag.trajectory import read_trajectories
 from dynrag.errors import ConfigError, DataError
-from dynrag.eval.runner import resolve_model
+from dynrag.lm.loader import resolve_model
 from dynrag.io.files import atomic_write_json, atomic_write_text
 from dynrag.io.jsonl import JsonlAppender, json_line, read_jsonl
 from dynrag.io.lock import DirectoryLock

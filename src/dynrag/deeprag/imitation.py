@@ -32,7 +32,7 @@ from dynrag.deeprag.trainer import (
 )
 from dynrag.deeprag.trajectory import Trajectory, read_trajectories, trajectory_file
 from dynrag.errors import DataError
-from dynrag.eval.runner import resolve_model
+from dynrag.lm.loader import resolve_model
 from dynrag.io.jsonl import read_jsonl
 from dynrag.io.lock import DirectoryLock
 

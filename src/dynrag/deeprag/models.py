@@ -45,7 +45,9 @@ def load_trainable(spec: str, progress: bool = True) -> tuple[Any, Any, str]:
     """(model in train mode, tokenizer, where it came from) for a model spec."""
     from dynrag.lm.loader import load_pretrained, model_directory
 
-    if spec.strip().startswith("openai:"):
+    from dynrag.lm.spec import ModelSpec
+
+    if ModelSpec.parse(spec).is_http:
         raise ConfigError(f"--model {spec!r}: a model behind an HTTP server cannot be trained; pass local weights")
     source = model_directory(spec, progress=progress)
     model, tokenizer = load_pretrained(source, f"{spec!r} for training")

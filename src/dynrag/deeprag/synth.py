@@ -27,8 +27,8 @@ from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.loaders import QAExample, dataset_spec, load_aliases
 from dynrag.eval.rundir import config_differences
-from dynrag.eval.runner import file_sha256, resolve_model
-from dynrag.eval.steps import check_corpus, corpus_index, load_questions
+from dynrag.lm.loader import resolve_model
+from dynrag.eval.steps import corpus_index, load_questions
 from dynrag.io.files import atomic_write_json, read_json
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.io.lock import DirectoryLock
@@ -37,6 +37,7 @@ from dynrag.methods.deeprag.narrative import Narrative, NarrativeStep, load_exem
 from dynrag.methods.deeprag.writer import NarrativeWriter
 from dynrag.registry import parse_pairs
 from dynrag.retrieval.base import Retriever
+from dynrag.run.checks import check_aliases, check_data_file, corpus_identity, file_sha256
 
 SYNTH_FORMAT = "dynrag-synth/1"
 SELECTION = ("skip", "limit")
@@ -78,22 +79,14 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
         raise ConfigError(f"--k must be at least 1 (got {req.k})")
     if req.shots is not None and not 0 <= req.shots <= len(load_exemplars()):
         raise ConfigError(f"--shots must be between 0 and {len(load_exemplars())} (got {req.shots})")
-    if req.aliases is not None and spec.name != "2wikimultihopqa":
-        raise ConfigError("--aliases applies to --dataset 2wikimultihopqa only")
+    # The checks `dynrag eval` plans with: aliases, retriever options, corpus identity, data file, model.
+    check_aliases(req.aliases, spec.name)
     from dynrag.retrieval.factory import given_options
 
     retriever = req.retriever or "bm25"
     retriever_options = given_options(retriever, parse_pairs(req.retriever_options, "--retriever-option"), "--retriever-option")
-    index_dir = check_corpus(req.corpus)
-    corpus, corpus_sha = "contexts", None
-    if index_dir is not None:
-        from dynrag.retrieval.manifest import read_manifest
-
-        corpus = str(index_dir.resolve())
-        corpus_sha = read_manifest(corpus)["corpus_sha256"]
-    data = Path(req.data).resolve()
-    if not data.is_file():
-        raise DataError(str(req.data), "no such file")
+    _, corpus, corpus_sha = corpus_identity(req.corpus)
+    data = check_data_file(Path(req.data), spec.name)
     model = resolve_model(req.model)
     return {
         "format": SYNTH_FORMAT,
@@ -205,11 +198,12 @@ class Models:
 
 def load_models(config: dict[str, Any], examples: list[QAExample], out: Path, console: Console, progress: bool) -> Models:
     from dynrag.lm import load_lm
-    from dynrag.retrieval.factory import open_retriever, with_numpy_bm25
+    from dynrag.run.assemble import open_plan_retriever
+    from dynrag.run.plan import RetrieverPlan
 
     index_dir = corpus_index(config["corpus"], out, examples, console, progress)
-    name = config["retriever"]
-    retriever = open_retriever(name, index_dir, with_numpy_bm25(name, config["retriever_options"]), work_dir=out, progress=progress)
+    choice = RetrieverPlan(config["retriever"], config["retriever_options"])
+    retriever = open_plan_retriever(choice, index_dir, work_dir=out, progress=progress)
     teacher = None
     if teacher_kind(config["teacher"]) == "model" and config["teacher"] != config["model"]:
         console.print(f"loading teacher {config['teacher']} ...")

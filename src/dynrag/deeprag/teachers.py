@@ -141,6 +141,16 @@ def teacher_kind(spec: str | None) -> str:
     return spec if spec in TEACHERS else "model"
 
 
+def is_model_spec(text: str) -> bool:
+    from dynrag.lm.spec import ModelSpec
+
+    try:
+        ModelSpec.parse(text)
+    except ConfigError:
+        return False
+    return True
+
+
 def check_teacher(spec: str | None, dataset: str) -> str:
     """The teacher's resolved name; errors before anything is loaded."""
     spec = (spec or "target").strip()
@@ -151,7 +161,7 @@ def check_teacher(spec: str | None, dataset: str) -> str:
             f"--teacher dataset: {dataset} records carry no gold decomposition (it is read from "
             f"{', '.join(DECOMPOSED_DATASETS)}); use --teacher target or a model spec"
         )
-    if teacher_kind(spec) == "model" and not spec.startswith(("bundled", "hf:", "openai:")):
+    if teacher_kind(spec) == "model" and not is_model_spec(spec):
         raise ConfigError(
             f"unknown teacher {spec!r}; choose one of: {TEACHERS.choices(', ')}, or a model spec "
             "(bundled | bundled:NAME | hf:PATH_OR_ID | openai:URL#MODEL)"

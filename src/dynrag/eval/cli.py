@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Callable, ContextManager, Optional
@@ -20,7 +19,16 @@ CONFIG_HELP = "A run configuration (YAML, see docs/evaluation.md); flags given h
 RETRIEVER_HELP = f"Retriever over the corpus: {RETRIEVERS.choices()} (dense parts are built on first use)."
 
 
-def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
+UserErrors = Callable[[], ContextManager[None]]
+
+
+def register(app: typer.Typer, user_errors: UserErrors) -> None:
+    register_eval(app, user_errors)
+    register_eval_retrieval(app, user_errors)
+    register_compare(app, user_errors)
+
+
+def register_eval(app: typer.Typer, user_errors: UserErrors) -> None:
     @app.command("eval")
     def eval_command(
         config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help=CONFIG_HELP),
@@ -41,7 +49,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             None, "--retriever", metavar="NAME", help=f"{RETRIEVER_HELP} Default: bm25, or hybrid with --option preset=balanced|best."
         ),
         retriever_option: list[str] = typer.Option(
-            [], "--retriever-option", metavar="KEY=VALUE", help="Retriever option KEY=VALUE (repeatable), as in `dynrag eval-retrieval --option`."
+            [], "--retriever-option", metavar="KEY=VALUE", help="Retriever option KEY=VALUE (repeatable), as in `dynrag ask`."
         ),
         exemplars: Optional[str] = typer.Option(
             None, "--exemplars", metavar="STYLE", help="Few-shot exemplar style (default: the dataset's own)."
@@ -70,20 +78,22 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     ) -> None:
         """Evaluate a method on a benchmark file into a resumable run directory."""
         with user_errors():
-            from dynrag.config import eval_request, load_run_config
+            from dynrag.config import load_run_config
             from dynrag.eval.runner import run_eval
-            from dynrag.eval.rundir import SUMMARY_MD
+            from dynrag.eval.summary import summary_markdown
+            from dynrag.run.plan import make_plan
 
             flags = dict(dataset=dataset, data=data, method=method, out=out, corpus=corpus, limit=limit, model=model,
                          exemplars=exemplars, aliases=aliases, skip_bad=skip_bad, baseline=baseline, retriever=retriever,
-                         scorer=scorer, workers=workers, dask=dask)
+                         scorer=scorer, workers=workers, dask=dask, concurrency=concurrency if concurrency != 1 else None)
             pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
-            req = eval_request(load_run_config(config, flags, pairs, retriever_option))
-            req.concurrency = concurrency
+            plan = make_plan(load_run_config(config, flags, pairs, retriever_option), command="eval")
             err = Console(stderr=True, emoji=False)
-            run_eval(req, console=err, progress=progress and err.is_terminal)
-            sys.stdout.write((req.out / SUMMARY_MD).read_text(encoding="utf-8"))
+            summary = run_eval(plan, console=err, progress=progress and err.is_terminal)
+            sys.stdout.write(summary_markdown(summary))
 
+
+def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
     @app.command("eval-retrieval")
     def eval_retrieval_command(
         config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help=CONFIG_HELP),
@@ -96,9 +106,12 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             help="'contexts' (the default: pool the questions' context paragraphs into OUT/contexts-index) "
             "or an index directory.",
         ),
-        option: list[str] = typer.Option(
-            [], "--option", metavar="KEY=VALUE",
+        retriever_option: list[str] = typer.Option(
+            [], "--retriever-option", metavar="KEY=VALUE",
             help=f"Retriever option KEY=VALUE (repeatable), defaults in brackets. {option_help()}",
+        ),
+        option: list[str] = typer.Option(
+            [], "--option", metavar="KEY=VALUE", hidden=True, help="Deprecated name of --retriever-option.",
         ),
         k: Optional[str] = typer.Option(None, "--k", metavar="K,K", help="Cut-offs for recall@K and support_all@K (default 3,10)."),
         limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Only the first N questions."),
@@ -120,87 +133,29 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         """Measure retrieval alone: recall@K, support_all@K, MRR and queries/s on a benchmark's
         gold supporting passages."""
         with user_errors():
-            from dynrag.config import load_run_config, require
+            from dynrag.config import load_run_config, warn_deprecated
             from dynrag.errors import ConfigError
-            from dynrag.eval.retrieval import (
-                evaluate_retrieval,
-                hyde_summary,
-                summary_table,
-                write_hyde_passages,
-                write_outputs,
-            )
-            from dynrag.eval.rundir import CONFIG, RETRIEVAL_RUN_FORMAT, check_run_dir, lock_run
-            from dynrag.eval.steps import check_corpus, corpus_index, load_questions
-            from dynrag.io.files import atomic_write_json
-            from dynrag.lm.loader import check_model_spec
-            from dynrag.retrieval.base import close_retriever
-            from dynrag.retrieval.factory import given_options, needs_index, open_retriever
+            from dynrag.eval.retrieval import summary_table
+            from dynrag.eval.retrieval_run import run_retrieval_eval
+            from dynrag.run.plan import make_plan
 
             if hyde is not True and (hyde_cache is not None or model is not None):
                 raise ConfigError("--hyde-cache and --model apply to HyDE: add --hyde")
-            flags = dict(dataset=dataset, data=data, out=out, retriever=retriever, corpus=corpus, k=k, limit=limit,
+            if option:
+                warn_deprecated("eval-retrieval --option is now --retriever-option")
+            flags = dict(dataset=dataset, data=data, out=out, retriever=retriever, corpus=corpus, cutoffs=k, limit=limit,
                          skip_bad=skip_bad, hyde=hyde, model=model, hyde_cache=hyde_cache,
                          hyde_max_new_tokens=hyde_max_new_tokens)
-            run = load_run_config(config, flags, retriever_pairs=option, retriever_flag="--option")
-            require(run, "dataset", "data", "out")
-            retriever = run.retriever or "bm25"
-            options = given_options(retriever, run.retriever_options)
-            server = not needs_index(retriever)  # the server's index is the corpus
-            if server and run.corpus:
-                raise ConfigError(f"--corpus: retriever {retriever!r} searches its server's index; drop --corpus")
-            dataset, data, out, ks = run.dataset, run.data, run.out, run.k
-            corpus = None if server else run.corpus or "contexts"
-            if corpus is not None:
-                check_corpus(corpus)  # a bad --corpus fails before the questions are read
-            check_run_dir(out, "eval-retrieval")
-            if run.hyde:
-                check_model_spec(run.model)
+            run = load_run_config(config, flags, retriever_pairs=list(retriever_option) + list(option),
+                                  retriever_flag="--retriever-option" if retriever_option or not option else "--option")
+            plan = make_plan(run, command="eval-retrieval")
             err = Console(stderr=True, emoji=False)
-            show = progress and err.is_terminal
-            examples, _ = load_questions(dataset, data, err, skip_bad=run.skip_bad, limit=run.limit)
-            with lock_run(out):
-                # The directory records its kind first, so no other command mistakes it for its own.
-                atomic_write_json(out / CONFIG, {
-                    "format": RETRIEVAL_RUN_FORMAT, "retriever": retriever, "options": options,
-                    "dataset": dataset, "data": str(Path(data).resolve()), "corpus": corpus, "k": ks,
-                    "limit": run.limit, "hyde": run.hyde,
-                })
-                index_dir = corpus_index(corpus, out, examples, err, show) if corpus is not None else None
-                passages = None
-                if run.hyde:
-                    from dynrag.lm import load_lm
-                    from dynrag.retrieval.hyde_cache import HydePassages
+            summary = run_retrieval_eval(plan, err, progress and err.is_terminal)
+            Console().print(summary_table(summary, list(run.cutoffs)))
+            err.print(Text(f"wrote {plan.out / 'summary.json'}"), soft_wrap=True)
 
-                    passages = HydePassages(load_lm(run.model, progress=show), run.hyde_cache or out / "hyde.jsonl",
-                                            run.hyde_max_new_tokens)
-                    # Write every passage before searching, so queries_per_second is search alone
-                    # whether the passages were written now or read back.
-                    questions = [ex.question for ex in examples if ex.supporting]
-                    written = write_hyde_passages(passages, questions, show)
-                ret = open_retriever(retriever, index_dir, options, work_dir=out, progress=show)
-                try:
-                    result = evaluate_retrieval(
-                        ret, examples, ks, progress=show, query_transform=passages.expand if passages else None
-                    )
-                finally:
-                    close_retriever(ret)
-                meta = {
-                    "retriever": retriever,
-                    "options": options,
-                    "dataset": dataset,
-                    "data": str(Path(data).resolve()),
-                    "corpus": corpus if corpus in ("contexts", None) else str(index_dir.resolve()),
-                    "index": str(index_dir.resolve()) if index_dir is not None else None,
-                    "k": ks,
-                    "query_transform": "hyde" if passages else "none",
-                }
-                if passages is not None:
-                    meta.update(hyde_summary(passages, questions, written, result.summary))
-                path = write_outputs(out, result, meta)
-                summary = json.loads(path.read_text(encoding="utf-8"))
-                Console().print(summary_table(summary, ks))
-                err.print(Text(f"wrote {path}"), soft_wrap=True)
 
+def register_compare(app: typer.Typer, user_errors: UserErrors) -> None:
     @app.command("compare")
     def compare_command(
         runs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directories written by `dynrag eval`."),

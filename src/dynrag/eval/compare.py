@@ -46,17 +46,24 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     return {"run": str(run_dir), "name": run_dir.name, **summary, "data_sha256": config.get("data_sha256")}
 
 
+def closed_book(method: Any) -> bool:
+    """Whether a run's method answers without retrieval (the knowledge-boundary baseline)."""
+    from dynrag.methods.registry import METHODS, method_traits
+
+    return isinstance(method, str) and method in METHODS and not method_traits(method).needs_retrieval
+
+
 def add_direct_boundaries(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Knowledge-boundary figures of each run against a `direct` run of the same data among them
     (same dataset and data file checksum, questions joined on id); other runs are left as they are."""
-    directs = {(r.get("dataset"), r.get("data_sha256")): r for r in runs if r.get("method") == "direct" and r.get("data_sha256")}
+    directs = {(r.get("dataset"), r.get("data_sha256")): r for r in runs if closed_book(r.get("method")) and r.get("data_sha256")}
     out = []
     for r in runs:
         base = directs.get((r.get("dataset"), r.get("data_sha256")))
         if base is not None and base is not r:
             figures = knowledge_boundary(unique_by_id(read_predictions(Path(r["run"])))[0], unique_by_id(read_predictions(Path(base["run"])))[0])
             if figures["n"]:
-                r = {**r, "knowledge_boundary": {"baseline": base["run"], "baseline_method": "direct", **figures}}
+                r = {**r, "knowledge_boundary": {"baseline": base["run"], "baseline_method": base["method"], **figures}}
         out.append(r)
     return out
 

@@ -192,7 +192,9 @@ def answer_in_worker(job: WorkerJob, qid: str, question: str) -> Outcome:
 
 def in_process_model(spec: str) -> bool:
     """Whether the model spec loads weights into the process (torch), as opposed to a server."""
-    return spec.startswith(("bundled", "hf:"))
+    from dynrag.lm.spec import ModelSpec
+
+    return ModelSpec.parse(spec).is_local
 
 
 def auto_workers(model: str, todo: int) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dynrag.errors import DataError
-from dynrag.eval.datasets import DATASETS, Dataset, ParseContext, dataset
+from dynrag.eval.datasets import DATASETS, Dataset, ParseContext, dataset_spec
 from dynrag.eval.examples import LoadReport, QAExample, make_passage, passage_key
 from dynrag.eval.records import BadRecord, first_char, iter_jsonl, read_text
 
@@ -26,11 +26,6 @@ __all__ = [
     "DATASETS", "Dataset", "LoadReport", "QAExample", "dataset_spec", "load_aliases", "load_examples",
     "make_passage", "passage_key",
 ]
-
-
-def dataset_spec(name: str) -> Dataset:
-    """The benchmark format called ``name``: its ``name``, ``yes_no`` and exemplar style."""
-    return dataset(name)
 
 
 def load_aliases(path: Path) -> dict[str, list[str]]:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import DynragError, IndexError_
+from dynrag.errors import DynragError, IndexDirError
 from dynrag.eval.loaders import QAExample
 from dynrag.eval.rundir import CONTEXTS_INDEX
 from dynrag.retrieval.bm25 import BM25Index
@@ -43,7 +43,7 @@ def contexts_index(run_dir: Path, passages: list[Passage], progress: bool = True
             index = _load(path)
             if _matches(index, passages):
                 return index, False
-        except IndexError_:
+        except IndexDirError:
             pass  # unreadable: rebuild below
     BM25Index.build(passages, path, progress=progress, total=len(passages))
     return _load(path), True

@@ -81,7 +81,7 @@ def _slug(text: str) -> str:
 def run_dir(req: ReproduceRequest, spec: RunSpec) -> Path:
     """Shared by tables and paper models: the same model, retriever, corpus, method settings and
     limit give the same directory (a short hash of the settings tells settings apart)."""
-    from dynrag.eval.runner import resolve_model
+    from dynrag.lm.loader import resolve_model
 
     setting = f"{resolve_model(req.model)}_{req.retriever or 'default'}_{req.corpus}"
     digest = hashlib.sha256(
@@ -97,7 +97,9 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     ``method_factory`` is the eval runner's (tests pass a fast stand-in)."""
     from rich.console import Console
 
-    from dynrag.eval.runner import EvalRequest, run_eval
+    from dynrag.config import load_run_config
+    from dynrag.eval.runner import run_eval
+    from dynrag.run.plan import make_plan
 
     console = console or Console(stderr=True)
     if req.limit is not None and req.limit < 1:
@@ -124,14 +126,15 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         if not req.run:
             results[(spec.dataset, spec.key)] = _existing_summary(out)
             continue
-        eval_req = EvalRequest(
+        flags = dict(
             dataset=spec.dataset, data=found[spec.dataset], method=spec.method, out=out, corpus=req.corpus,
             limit=req.limit, model=spec.model or req.model, options=dict(spec.options),
-            retriever=spec.retriever or req.retriever, retriever_options=list(req.retriever_options), scorer=table.scorer,
+            retriever=spec.retriever or req.retriever, scorer=table.scorer, workers=1,
             baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,
         )
+        plan = make_plan(load_run_config(None, flags, retriever_pairs=list(req.retriever_options)), command="eval")
         results[(spec.dataset, spec.key)] = run_eval(
-            eval_req, method_factory=method_factory, console=console, progress=progress
+            plan, method_factory=method_factory, console=console, progress=progress
         )
     shown = [ds for ds in table.datasets if ds in found or ds in missing]
     return {"table": table, "results": results, "missing": missing, "request": req, "datasets": shown}

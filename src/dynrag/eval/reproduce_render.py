@@ -29,7 +29,7 @@ def render(report: dict[str, Any]) -> str:
     table: Table = report["table"]
     req: ReproduceRequest = report["request"]
     results = report["results"]
-    from dynrag.eval.runner import resolve_model
+    from dynrag.lm.loader import resolve_model
 
     lines = [
         f"# {table.title}: ours beside the published numbers",

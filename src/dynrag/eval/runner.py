@@ -7,8 +7,6 @@ recomputed from predictions.jsonl at the end of every run.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +16,13 @@ from rich.progress import Progress
 
 from dynrag.errors import ConfigError, DataError
 from dynrag.io.files import atomic_write_json, atomic_write_text
+from dynrag.lm.spec import ModelSpec
 from dynrag.progress import bar_columns
 from dynrag.eval.boundary import knowledge_boundary
-from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, check_execution, make_executor
+from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, make_executor
 from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases
 from dynrag.eval.metrics import Scorer, open_scorer
-from dynrag.eval.steps import check_corpus, corpus_index, load_questions
+from dynrag.eval.steps import load_questions, run_index
 from dynrag.eval.rundir import (
     SUMMARY_JSON,
     SUMMARY_MD,
@@ -41,171 +40,54 @@ from dynrag.eval.rundir import (
 )
 from dynrag.eval.summary import make_record, summarize, summary_markdown
 from dynrag.methods.base import Method
-from dynrag.registry import parse_pairs
 from dynrag.retrieval.base import Retriever
+from dynrag.run.plan import RunPlan
 
 RUN_FORMAT = EVAL_RUN_FORMAT
 
 
-
-@dataclass
-class EvalRequest:
-    """What the user asked for, before resolution into config.json."""
-
-    dataset: str
-    data: Path
-    method: str
-    out: Path
-    corpus: str | None = None  # "contexts", an index directory, or None
-    limit: int | None = None
-    model: str = "bundled"
-    options: dict[str, Any] = field(default_factory=dict)  # raw KEY=VALUE values
-    exemplars: str | None = None
-    aliases: Path | None = None
-    skip_bad: bool = False
-    baseline: Path | None = None
-    retriever: str | None = None  # a RETRIEVERS name; None: the chain preset's, else bm25
-    # raw KEY=VALUE strings (from the command line) or a mapping of values (from a config file)
-    retriever_options: list[str] | dict[str, Any] = field(default_factory=list)
-    scorer: str = "squad"  # how answers are scored (dynrag.eval.metrics.SCORERS)
-    # How to run, not what: none is part of config.json, so a run may resume with other values.
-    workers: int | str = 1  # local worker processes, or "auto" (see execution.auto_workers)
-    dask: str | None = None  # a Dask scheduler address: answer on that cluster instead
-    concurrency: int = 1  # questions in flight on threads sharing one model behind an HTTP server
-
-
-def file_sha256(path: Path, shown: Path | None = None) -> str:
-    """sha256 of a file; a read error names ``shown`` (the path as the user gave it) or ``path``."""
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as exc:
-        raise DataError(str(shown or path), f"cannot read ({exc.strerror or exc})") from exc
-    return digest.hexdigest()
-
-
-def resolve_model(spec: str) -> str:
-    """`bundled` -> `bundled:<default>`, so a later change of default cannot resume into a run;
-    model options (`?kv_reuse=...`) are kept. A spec that cannot load fails here, before the run
-    directory is written."""
-    from dynrag.lm.loader import check_model_spec
-
-    spec = check_model_spec(spec)
-    if spec.startswith("openai:"):
-        return spec
-    spec, sep, model_options = spec.partition("?")
-    if spec == "bundled" or spec.startswith("bundled:"):
-        from dynrag.lm.bundled import resolve_bundled
-
-        spec = f"bundled:{resolve_bundled(spec.partition(':')[2]).name}"
-    return spec + sep + model_options
-
-
-def resolve_config(req: EvalRequest) -> dict[str, Any]:
-    """config.json: every input that decides the answers, resolved (defaults filled in)."""
-    from dynrag.methods.registry import NO_RETRIEVAL, parse_options
-
-    spec = dataset_spec(req.dataset)
-    from dynrag.eval.metrics import SCORERS
-
-    SCORERS.get(req.scorer)  # an unknown scorer fails now, naming the choices
-    if req.limit is not None and req.limit < 1:
-        raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
-    options = parse_options(req.method, req.options).model_dump()
-    exemplars = req.exemplars or spec.exemplar_style
-    from dynrag.methods.prompting import PromptBuilder
-
-    PromptBuilder.for_dataset(exemplars)  # an unknown style fails now, not after loading the model
-    if req.aliases is not None and spec.name != "2wikimultihopqa":
-        raise ConfigError("--aliases applies to --dataset 2wikimultihopqa only")
-    corpus: str | None = None
-    corpus_sha = None
-    retriever: str | None = None
-    retriever_options: dict[str, Any] | None = None
-    if req.method in NO_RETRIEVAL and (req.retriever or req.retriever_options):
-        raise ConfigError(f"--retriever/--retriever-option: method {req.method!r} does not retrieve")
-    if req.method not in NO_RETRIEVAL:
-        from dynrag.methods.chain import preset_retriever
-        from dynrag.retrieval.factory import given_options
-
-        retriever = req.retriever or preset_retriever(options)
-        given = req.retriever_options
-        values = dict(given) if isinstance(given, dict) else parse_pairs(given, "--retriever-option")
-        retriever_options = given_options(retriever, values, "--retriever-option")
-        from dynrag.retrieval.factory import needs_index
-
-        if not needs_index(retriever):
-            if req.corpus:  # the server's index is the corpus
-                raise ConfigError(f"--corpus: retriever {retriever!r} searches its server's index; drop --corpus")
-            corpus_sha = server_corpus_sha256(retriever, retriever_options)
-        elif not req.corpus:
-            raise ConfigError(f"method {req.method!r} retrieves: pass --corpus contexts or --corpus INDEX_DIR")
-        else:
-            index_dir = check_corpus(req.corpus)
-            corpus = "contexts"
-            if index_dir is not None:
-                from dynrag.retrieval.manifest import read_manifest
-
-                corpus = str(index_dir.resolve())
-                corpus_sha = read_manifest(corpus)["corpus_sha256"]
-    data = Path(req.data).resolve()
-    if data.is_dir():
-        raise DataError(str(req.data), f"is a directory; --data takes the benchmark file itself ({spec.name})")
-    if not data.is_file():
-        raise DataError(str(req.data), "no such file")
+def eval_config(plan: RunPlan) -> dict[str, Any]:
+    """config.json: every input that decides the answers, resolved (defaults filled in). Its keys
+    and their order are the run directory's format: old runs resume only while they stay."""
+    method, retriever, data = plan.method, plan.retriever, plan.dataset
+    if method is None or data is None:
+        raise ValueError("an eval plan names a method and a dataset")
     return {
         "format": RUN_FORMAT,
-        "method": req.method,
-        "options": options,
-        "model": resolve_model(req.model),
-        "dataset": spec.name,
-        "data": str(data),
-        "data_sha256": file_sha256(data, Path(req.data)),
-        "aliases": str(Path(req.aliases).resolve()) if req.aliases else None,
-        "aliases_sha256": file_sha256(Path(req.aliases)) if req.aliases else None,
-        "corpus": corpus,
-        "corpus_sha256": corpus_sha,
-        "retriever": retriever,
-        "retriever_options": retriever_options,
-        "limit": req.limit,
-        "exemplars": exemplars,
-        "scorer": req.scorer,
+        "method": method.name,
+        "options": method.options.model_dump(),
+        "model": str(plan.model.resolved()),
+        "dataset": data.name,
+        "data": str(data.data),
+        "data_sha256": data.data_sha256,
+        "aliases": str(data.aliases) if data.aliases else None,
+        "aliases_sha256": data.aliases_sha256,
+        "corpus": retriever.corpus if retriever else None,
+        "corpus_sha256": retriever.corpus_sha256 if retriever else None,
+        "retriever": retriever.name if retriever else None,
+        "retriever_options": retriever.options if retriever else None,
+        "limit": data.limit,
+        "exemplars": plan.exemplars,
+        "scorer": plan.scorer,
     }
 
 
-def server_corpus_sha256(name: str, options: dict[str, Any]) -> str | None:
-    """The corpus checksum a search server's index records (so a resumed run notices a rebuilt
-    index); opening it also fails early, in one line, on a wrong URL or a missing index."""
-    from dynrag.retrieval.base import close_retriever
-    from dynrag.retrieval.factory import open_retriever
-
-    retriever = open_retriever(name, None, options, work_dir=Path("."), progress=False)
-    try:
-        return (getattr(retriever, "meta", None) or {}).get("corpus_sha256")
-    finally:
-        close_retriever(retriever)
-
-
-def run_yaml(config: dict[str, Any], req: EvalRequest) -> dict[str, Any]:
+def run_yaml(config: dict[str, Any], plan: RunPlan) -> dict[str, Any]:
     """The run as ``dynrag.config.RunConfig`` keys, resolved: what config.yaml holds."""
     keys = ("method", "options", "model", "exemplars", "retriever", "retriever_options", "corpus",
             "dataset", "data", "limit", "aliases")
     run = {key: config[key] for key in keys}
     run["retriever_options"] = run["retriever_options"] or {}
-    run.update(skip_bad=req.skip_bad, baseline=str(Path(req.baseline).resolve()) if req.baseline else None,
-               out=str(Path(req.out).resolve()))
+    skip_bad = plan.dataset.skip_bad if plan.dataset else False
+    run.update(skip_bad=skip_bad, baseline=str(Path(plan.baseline).resolve()) if plan.baseline else None,
+               out=str(Path(plan.out).resolve()) if plan.out else None)
     return {key: value for key, value in run.items() if value is not None}
 
 
 def default_method_factory(config: dict[str, Any], retriever: Retriever | None) -> Method:
-    from dynrag.lm import load_lm
-    from dynrag.methods.prompting import PromptBuilder
-    from dynrag.methods.registry import build_method
+    from dynrag.run.assemble import method_from_saved
 
-    lm = load_lm(config["model"])
-    return build_method(config["method"], lm, retriever, config["options"], PromptBuilder.for_dataset(config["exemplars"]))
+    return method_from_saved(config, retriever)
 
 
 def _stats(records: list[dict[str, Any]]) -> str:
@@ -219,40 +101,39 @@ def _stats(records: list[dict[str, Any]]) -> str:
 
 
 def run_eval(
-    req: EvalRequest,
+    plan: RunPlan,
     *,
     method_factory: MethodFactory | None = None,
     console: Console | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Run (or resume) an evaluation; returns the summary written to summary.json."""
+    """Run (or resume) the evaluation ``plan`` describes (``make_plan(config, command="eval")``);
+    returns the summary written to summary.json."""
     console = console or Console(stderr=True, emoji=False)
-    config = resolve_config(req)
-    check_execution(workers=req.workers, dask=req.dask, concurrency=req.concurrency)  # before anything is written
-    check_concurrency(req.concurrency, config["model"], custom_method=method_factory is not None)
-    spec = dataset_spec(config["dataset"])
-    aliases = load_aliases(Path(req.aliases)) if req.aliases else None
+    config = eval_config(plan)
+    data, execution, out = plan.dataset, plan.execution, Path(plan.out)
+    scorer = open_scorer(plan.scorer, data.name, data.yes_no)
+    check_concurrency(execution.concurrency, plan.model, custom_method=method_factory is not None)
+    aliases = load_aliases(data.aliases) if data.aliases else None
     examples, report = load_questions(
-        spec.name, req.data, console, aliases=aliases, skip_bad=req.skip_bad, limit=req.limit
+        data.name, data.given, console, aliases=aliases, skip_bad=data.skip_bad, limit=data.limit
     )
 
-    out = Path(req.out)
     from dynrag.methods.budget import check_question
     from dynrag.methods.registry import parse_options
 
     # Everything that can be checked is checked before the run directory is touched.
     for ex in examples:
-        check_question(ex.question, where=f"{req.data}: question {ex.id!r}")
-    check_run_dir(out, "eval")
-    if req.baseline is not None:
-        check_baseline(Path(req.baseline), config, examples)
+        check_question(ex.question, where=f"{data.given}: question {ex.id!r}")
+    if plan.baseline is not None:
+        check_baseline(Path(plan.baseline), config, examples)
     # The lock is held from before predictions.jsonl is read until the summary is written: a
     # second process on this directory fails here, at once, naming this one's pid.
     with lock_run(out):
         note = open_run(out, config, option_defaults=parse_options(config["method"], {}).model_dump())
         if note:
             console.print(Text(note), soft_wrap=True)
-        write_run_yaml(out, run_yaml(config, req))
+        write_run_yaml(out, run_yaml(config, plan))
         done = _finished(out, console)
         by_id = {ex.id: ex for ex in examples}
         stray = [r["id"] for r in done if r["id"] not in by_id]
@@ -265,17 +146,17 @@ def run_eval(
 
         if todo:
             index_dir = None
-            if config["corpus"]:
-                index_dir = corpus_index(config["corpus"], out, examples, console, progress)
+            if plan.retriever is not None and plan.retriever.corpus:  # not a search server
+                index_dir = run_index(plan.retriever.index, out, examples, console, progress)
             job = WorkerJob(config, str(index_dir) if index_dir else None, str(out),
                             method_factory or default_method_factory)
-            executor = make_executor(job, workers=req.workers, dask=req.dask, concurrency=req.concurrency,
-                                     todo=len(todo), progress=progress)
+            executor = make_executor(job, workers=execution.workers, dask=execution.dask,
+                                     concurrency=execution.concurrency, todo=len(todo), progress=progress)
             console.print(Text(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"
                                f" ({executor.description})"), soft_wrap=True)
-            _answer_all(executor, todo, done, out, run_scorer(config), console, progress, len(examples))
+            _answer_all(executor, todo, done, out, scorer, console, progress, len(examples))
 
-        return write_summary(out, config, examples, report, baseline=req.baseline)
+        return write_summary(out, config, examples, report, baseline=plan.baseline, scorer=scorer, yes_no=data.yes_no)
 
 
 def _finished(out: Path, console: Console) -> list[dict[str, Any]]:
@@ -290,13 +171,11 @@ def _finished(out: Path, console: Console) -> list[dict[str, Any]]:
     return done
 
 
-def check_concurrency(concurrency: int, model: str, custom_method: bool = False) -> None:
-    from dynrag.lm.loader import is_http_spec
-
-    if concurrency > 1 and not custom_method and not is_http_spec(model):
+def check_concurrency(concurrency: int, model: ModelSpec, custom_method: bool = False) -> None:
+    if concurrency > 1 and not custom_method and not model.is_http:
         raise ConfigError(
             f"--concurrency {concurrency} needs a model behind an HTTP server (--model openai:BASE_URL#MODEL); "
-            f"model {model!r} runs in this process and answers one question at a time"
+            f"model {str(model)!r} runs in this process and answers one question at a time"
         )
 
 
@@ -333,8 +212,11 @@ def write_summary(
     examples: list[QAExample],
     report: LoadReport | None = None,
     baseline: Path | None = None,
+    scorer: Scorer | None = None,
+    yes_no: bool | None = None,
 ) -> dict[str, Any]:
-    """Recompute summary.json and summary.md from predictions.jsonl (only ids of this dataset)."""
+    """Recompute summary.json and summary.md from predictions.jsonl (only ids of this dataset);
+    ``scorer`` and ``yes_no`` default to what the config's dataset and scorer say."""
     ids = {ex.id for ex in examples}
     predictions = [p for p in unique_by_id(read_predictions(out))[0] if p["id"] in ids]
     meta: dict[str, Any] = {"method": config["method"], "model": config["model"], "dataset": config["dataset"]}
@@ -344,7 +226,9 @@ def write_summary(
         meta["excluded_records"] = sum(report.excluded.values())
     has_support = any(ex.supporting for ex in examples)
     meta["scorer"] = config.get("scorer", "squad")
-    summary = summarize(predictions, has_support, dataset_spec(config["dataset"]).yes_no, meta, run_scorer(config))
+    if yes_no is None:
+        yes_no = dataset_spec(config["dataset"]).yes_no
+    summary = summarize(predictions, has_support, yes_no, meta, scorer or run_scorer(config))
     if baseline is not None:
         summary["knowledge_boundary"] = baseline_figures(predictions, Path(baseline), config)
     atomic_write_json(out / SUMMARY_JSON, summary)

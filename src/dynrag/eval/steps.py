@@ -49,7 +49,11 @@ def check_corpus(corpus: str) -> Path | None:
 def corpus_index(corpus: str, out: Path, examples: list[QAExample], console: Console, progress: bool) -> Path:
     """The index directory to search: for "contexts", OUT/contexts-index holding the questions'
     pooled context paragraphs (reused when it holds exactly those, else rebuilt)."""
-    given = check_corpus(corpus)
+    return run_index(check_corpus(corpus), out, examples, console, progress)
+
+
+def run_index(given: Path | None, out: Path, examples: list[QAExample], console: Console, progress: bool) -> Path:
+    """``corpus_index`` for a corpus already checked: ``given`` (None: pool the contexts)."""
     if given is not None:
         from dynrag.retrieval.manifest import corpus_changes
 
@@ -67,10 +71,8 @@ def open_run_retriever(config: dict[str, Any], index_dir: str | Path | None, wor
     """The retriever a resolved run config names, over ``index_dir`` (None for a search server),
     or None for a method that does not retrieve. BM25 parts search with bm25s's numpy backend
     unless the run chose one (see ``with_numpy_bm25``)."""
-    name = config.get("retriever")
-    if name is None:
-        return None
-    from dynrag.retrieval.factory import open_retriever, with_numpy_bm25
+    from dynrag.run.assemble import open_plan_retriever
+    from dynrag.run.plan import saved_retriever
 
-    options = with_numpy_bm25(name, config.get("retriever_options") or {})
-    return open_retriever(name, Path(index_dir) if index_dir else None, options, work_dir=work_dir, progress=progress)
+    return open_plan_retriever(saved_retriever(config), Path(index_dir) if index_dir else None, work_dir=work_dir,
+                               progress=progress)

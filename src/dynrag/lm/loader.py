@@ -7,87 +7,53 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
 from dynrag.errors import ConfigError, DynragError, first_line
-from dynrag.lm.base import KVReuseMode, LanguageModel
-from dynrag.lm.bundled import BUNDLED_MODELS, DEFAULT_BUNDLED, ensure_converted, package_dir, resolve_bundled
-from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS
-from dynrag.registry import Options, parse_model, parse_pairs
+from dynrag.lm.base import LanguageModel
+from dynrag.lm.bundled import ensure_converted, package_dir, resolve_bundled
+from dynrag.lm.spec import SPEC_FORMS, ModelOptions, ModelSpec, describe_specs, split_options
 
-SPEC_FORMS = (
-    "bundled",
-    *(f"bundled:{name}" for name in BUNDLED_MODELS),
-    "hf:PATH_OR_ID",
-    "hf:PATH#FILE.gguf",
-    "openai:BASE_URL#MODEL",
-)
-
-
-class ModelOptions(Options):
-    """Options of a local (transformers) model, given after `?` in its spec."""
-
-    kv_reuse: KVReuseMode = Field(
-        "recent",
-        description="recent: reuse the key/value cache of the longest matching recent call; prefix: only "
-        "the instruction and exemplars; off: prefill every prompt whole",
-    )
-    kv_slots: int = Field(4, ge=1, le=64, description="recent calls whose key/value caches are kept")
-    lookup: int = Field(
-        DEFAULT_DRAFT_TOKENS, ge=0, le=16,
-        description="prompt-lookup decoding: up to N tokens copied from earlier text are checked in the "
-        "same forward pass as the newest token (the same output, fewer passes); 0: one token per pass",
-    )
-
-
-def describe_specs() -> str:
-    options = ", ".join(f"{k}=" for k in ModelOptions.model_fields)
-    return ", ".join(SPEC_FORMS) + f" (a local model's spec may end in ?KEY=VALUE&...: {options})"
-
-
-def split_options(spec: str) -> tuple[str, ModelOptions]:
-    """`bundled?kv_reuse=off` -> ("bundled", ModelOptions(kv_reuse="off")); unknown keys are errors."""
-    base, sep, query = spec.partition("?")
-    if not sep:
-        return base, ModelOptions()
-    pairs = [p for p in query.split("&") if p]
-    values = parse_pairs(pairs, flag=f"model spec {spec!r}: option")
-    return base, parse_model(ModelOptions, values, f"model spec {spec!r}")
-
+__all__ = [
+    "SPEC_FORMS", "ModelOptions", "ModelSpec", "check_model_spec", "describe_specs", "is_http_spec", "load_lm",
+    "load_pretrained", "model_directory", "resolve_model", "split_options",
+]
 
 HF_MODEL_FILES = "config.json, the weights (*.safetensors) and the tokenizer files"
 
 
-def check_model_spec(spec: str) -> str:
+def check_model_spec(spec: str | ModelSpec) -> str:
     """Fail now, with one line naming the spec, when ``spec`` cannot load: an unknown form, a
     bundled model whose package is missing, an ``hf:`` directory that does not exist, is empty or
     holds no config.json, a GGUF file that is not there, a hub id not in the local cache (nothing
     is downloaded). Reads only the file system (no torch, no weights), so commands call it before
     they write or build anything. An ``openai:`` spec is checked when its server is first asked.
     Returns the spec, stripped."""
-    full = spec.strip()
-    if full.startswith("openai:"):
-        return full
-    spec, _ = split_options(full)  # a bad ?KEY=VALUE fails here too
-    if spec == "bundled" or spec.startswith("bundled:"):
-        model = resolve_bundled(spec.partition(":")[2])
-        for package in model.packages:
+    if isinstance(spec, ModelSpec):
+        return str(check_spec(spec))
+    check_spec(ModelSpec.parse(spec))
+    return spec.strip()
+
+
+def check_spec(spec: ModelSpec) -> ModelSpec:
+    """``check_model_spec`` for a parsed spec; returns it."""
+    if spec.kind == "bundled":
+        for package in resolve_bundled(spec.target).packages:
             package_dir(package)
-        return full
-    if spec.startswith("hf:"):
-        target, _, gguf_file = spec[3:].partition("#")
-        if not target:
-            raise ConfigError(f"model spec {spec!r} names no path or id; valid forms: {describe_specs()}")
-        directory = Path(target).expanduser()
-        if gguf_file:
+    elif spec.kind == "hf":
+        directory = Path(spec.target).expanduser()
+        if spec.file:
             if not directory.is_dir():
-                raise ConfigError(f"model spec {spec!r}: no such directory {directory}")
-            if not (directory / gguf_file).is_file():
-                raise ConfigError(f"model spec {spec!r}: no such GGUF file {directory / gguf_file}")
-            return full
-        _check_hf_target(spec, target, directory)
-        return full
-    raise ConfigError(f"unknown model spec {full!r}; valid forms: {describe_specs()}")
+                raise ConfigError(f"model spec {spec.base!r}: no such directory {directory}")
+            if not (directory / spec.file).is_file():
+                raise ConfigError(f"model spec {spec.base!r}: no such GGUF file {directory / spec.file}")
+        else:
+            _check_hf_target(spec.base, spec.target, directory)
+    return spec
+
+
+def resolve_model(spec: str) -> str:
+    """`bundled` -> `bundled:<default>` (see ``ModelSpec.resolved``), model options kept; a spec
+    that cannot load fails here, before a run directory is written."""
+    return str(check_spec(ModelSpec.parse(spec)).resolved())
 
 
 def _check_hf_target(spec: str, target: str, directory: Path) -> None:
@@ -129,41 +95,33 @@ def _in_hub_cache(repo_id: str) -> bool:
         return False
 
 
-def load_lm(spec: str = "bundled", progress: bool = True) -> LanguageModel:
-    full = check_model_spec(spec)
-    if full.startswith("openai:"):
+def load_lm(spec: str | ModelSpec = "bundled", progress: bool = True) -> LanguageModel:
+    parsed = check_spec(spec if isinstance(spec, ModelSpec) else ModelSpec.parse(spec))
+    if parsed.is_http:
         from dynrag.lm.openai_compat import OpenAICompatLM
 
-        return OpenAICompatLM.from_spec(full)
-    spec, options = split_options(full)
-    if spec == "bundled" or spec.startswith("bundled:"):
-        name = spec.partition(":")[2] or DEFAULT_BUNDLED
-        model = resolve_bundled(name)
-        return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}", options)
-    if spec.startswith("hf:"):
-        return _load_hf_dir(model_directory(spec, progress), spec, options)
-    raise ConfigError(f"unknown model spec {full!r}; valid forms: {describe_specs()}")
+        return OpenAICompatLM.from_spec(str(parsed))
+    if parsed.kind == "bundled":
+        model = resolve_bundled(parsed.target)
+        return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}", parsed.options)
+    return _load_hf_dir(model_directory(parsed, progress), parsed.base, parsed.options)
 
 
-def model_directory(spec: str, progress: bool = True) -> str | Path:
+def model_directory(spec: str | ModelSpec, progress: bool = True) -> str | Path:
     """Where the weights of a spec live as a plain transformers directory (or hub id): the cached
     dequantised copy for `bundled` and GGUF specs. Training loads from here (a GGUF-loaded model
     is flagged as quantised and refuses training and saving)."""
-    full = spec.strip()
-    spec, _ = split_options(full)
-    if spec == "bundled" or spec.startswith("bundled:"):
-        return ensure_converted(resolve_bundled(spec.partition(":")[2] or DEFAULT_BUNDLED), progress=progress)
-    if spec.startswith("hf:"):
-        target, _, gguf_file = spec[3:].partition("#")
-        if not target:
-            raise ConfigError(f"model spec {full!r} names no path or id; valid forms: {describe_specs()}")
-        return _converted_gguf(Path(target), gguf_file, spec) if gguf_file else target
-    raise ConfigError(f"model spec {full!r} has no local weights to load; valid forms: {describe_specs()}")
+    parsed = spec if isinstance(spec, ModelSpec) else ModelSpec.parse(spec)
+    if parsed.kind == "bundled":
+        return ensure_converted(resolve_bundled(parsed.target), progress=progress)
+    if parsed.kind == "hf":
+        return _converted_gguf(Path(parsed.target), parsed.file, parsed.base) if parsed.file else parsed.target
+    raise ConfigError(f"model spec {str(parsed)!r} has no local weights to load; valid forms: {describe_specs()}")
 
 
 def is_http_spec(spec: str) -> bool:
     """A model behind an HTTP server: safe to call from several threads (`eval --concurrency`)."""
-    return spec.strip().startswith("openai:")
+    return ModelSpec.parse(spec).is_http
 
 
 def load_pretrained(target: str | Path, label: str) -> tuple[Any, Any]:

@@ -31,9 +31,9 @@ import numpy as np
 
 from dynrag.errors import ConfigError, DynragError
 from dynrag.lm.base import Capabilities, Generation, Prompt, WithoutOptionalCapabilities
+from dynrag.lm.spec import OPENAI_PREFIX as SPEC_PREFIX
 from dynrag.lm.stopping import DecodeState, StopWhen, stop_after_position, stop_position, trim_to
 
-SPEC_PREFIX = "openai:"
 SPEC_FORM = "openai:BASE_URL#MODEL"
 DEFAULT_TOP_LOGPROBS = 20  # vLLM's default ceiling; OpenAI's own legacy endpoint allows 5
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})

@@ -11,6 +11,16 @@ from dynrag.registry import Options
 from dynrag.retrieval.base import Hit
 
 
+@dataclass(frozen=True)
+class MethodTraits:
+    """What a method needs, declared by its class (``traits``) and read from its registry entry."""
+
+    needs_retrieval: bool = True  # False: it answers closed book and takes no retriever or index
+    # It reads the last layer's attention while decoding, so it runs only on a local model whose
+    # backend captures attention (not behind an HTTP server).
+    needs_attention: bool = False
+
+
 class MethodOptions(Options):
     """Base for each method's options; unknown keys are errors, values are validated."""
 
@@ -113,5 +123,6 @@ class Answer:
 @runtime_checkable
 class Method(Protocol):
     name: ClassVar[str]
+    traits: ClassVar[MethodTraits]
 
     def answer(self, question: str) -> Answer: ...

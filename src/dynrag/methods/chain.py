@@ -27,13 +27,13 @@ with a preset and no `--retriever`, the commands build the preset's (PRESET_RETR
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from dynrag.context.registry import COMPRESSORS
 from dynrag.lm.base import LanguageModel
-from dynrag.methods.base import MethodOptions, Retrieval, Step, Trace
+from dynrag.methods.base import MethodOptions, MethodTraits, Retrieval, Step, Trace
 from dynrag.registry import Registry
 from dynrag.rerank.registry import RERANKERS
 from dynrag.retrieval.base import Hit, Retriever
@@ -157,6 +157,8 @@ class RetrievingMethod:
     """Base of the methods that retrieve: the model, prompt builder, validated options and
     retriever, and the retrieval chain every one of their retrievals goes through. The chain
     loads only what the options need, when the method is built, so bad options fail here."""
+
+    traits: ClassVar[MethodTraits] = MethodTraits()
 
     def __init__(self, lm: LanguageModel, builder: Any, options: ChainOptions, retriever: Retriever):
         self.lm, self.builder, self.options, self.retriever = lm, builder, options, retriever

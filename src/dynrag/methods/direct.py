@@ -8,7 +8,7 @@ from typing import ClassVar
 from dynrag.errors import DynragError
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.answering import answer_once
-from dynrag.methods.base import Answer, MethodOptions, Trace
+from dynrag.methods.base import Answer, MethodOptions, MethodTraits, Trace
 from dynrag.methods.budget import check_question
 from dynrag.methods.prompting import PromptBuilder
 
@@ -19,6 +19,7 @@ class DirectOptions(MethodOptions):
 
 class Direct:
     name: ClassVar[str] = "direct"
+    traits: ClassVar[MethodTraits] = MethodTraits(needs_retrieval=False)
     Options: ClassVar[type[MethodOptions]] = DirectOptions
 
     def __init__(self, lm: LanguageModel, builder: PromptBuilder, options: DirectOptions, retriever=None):

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from dynrag.errors import ConfigError
 from dynrag.lm.base import LanguageModel
-from dynrag.methods.base import Method, MethodOptions
+from dynrag.methods.base import Method, MethodOptions, MethodTraits
 from dynrag.methods.deeprag import DeepRag
 from dynrag.methods.direct import Direct
 from dynrag.methods.dragin import Dragin
@@ -27,10 +27,13 @@ from dynrag.retrieval.base import Retriever
 METHODS: Registry[Method] = Registry("method")
 for _cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin, DeepRag):
     _doc = _cls.__doc__ or sys.modules[_cls.__module__].__doc__ or ""
-    METHODS.add(_cls.name, _cls, _cls.Options, " ".join(_doc.strip().split("\n\n")[0].split()))  # first paragraph
+    METHODS.add(_cls.name, _cls, _cls.Options, " ".join(_doc.strip().split("\n\n")[0].split()),  # first paragraph
+                traits=_cls.traits)
 
-# Methods that never search; every other method needs a retriever.
-NO_RETRIEVAL = {"direct"}
+
+def method_traits(name: str) -> MethodTraits:
+    """What method ``name`` needs (unknown names list the choices)."""
+    return METHODS.get(name).traits or MethodTraits()
 
 
 def method_names() -> list[str]:
@@ -65,6 +68,6 @@ def build_method(
     cls = method_class(name)
     if not isinstance(options, MethodOptions):
         options = parse_options(name, options or {})
-    if retriever is None and name not in NO_RETRIEVAL:
+    if retriever is None and method_traits(name).needs_retrieval:
         raise ConfigError(f"method {name!r} retrieves, so it needs an index (--index DIR)")
     return cls(lm, builder or PromptBuilder.for_dataset("default"), options, retriever=retriever)

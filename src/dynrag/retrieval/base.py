@@ -18,6 +18,16 @@ class Hit:
         return {"id": self.id, "title": self.title, "text": self.text, "score": float(self.score)}
 
 
+@dataclass(frozen=True)
+class RetrieverTraits:
+    """What a retriever needs, read from its registry entry before it is opened."""
+
+    # False for a retriever whose passages live in a search server: it takes no index directory.
+    needs_index: bool = True
+    # The option naming its bm25s backend, if it has a BM25 part (see factory.with_numpy_bm25).
+    bm25_backend_key: str | None = None
+
+
 @runtime_checkable
 class Retriever(Protocol):
     def search(self, query: str, k: int) -> list[Hit]: ...

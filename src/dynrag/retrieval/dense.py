@@ -42,7 +42,7 @@ import numpy as np
 
 import dynrag
 from dynrag.corpus.passage import Passage
-from dynrag.errors import DynragError, IndexError_
+from dynrag.errors import DynragError, IndexDirError
 from dynrag.io.directories import atomic_directory
 from dynrag.io.files import atomic_write_json
 from dynrag.progress import duration, notice, stderr_bar
@@ -344,8 +344,8 @@ def _embed_text(p: Passage) -> str:
 REBUILD = "rebuild it with `dynrag index SOURCE --out DIR --dense`"
 
 
-def _index_error(path: Path, what: str) -> IndexError_:
-    return IndexError_(f"{path}: {what}; {REBUILD}")
+def _index_error(path: Path, what: str) -> IndexDirError:
+    return IndexDirError(f"{path}: {what}; {REBUILD}")
 
 
 def _read_manifest(path: Path, given: Path) -> dict[str, Any]:
@@ -364,7 +364,7 @@ def _read_manifest(path: Path, given: Path) -> dict[str, Any]:
 def _check_parent(path: Path, manifest: dict[str, Any]) -> None:
     try:
         parent = read_manifest(path.parent)
-    except IndexError_ as e:
+    except IndexDirError as e:
         raise _index_error(path, f"its parent index manifest is unreadable ({e})") from e
     if parent.get("corpus_sha256") != manifest["corpus_sha256"] or parent.get("passage_count") != manifest["count"]:
         raise _index_error(path, "dense part is stale: it was built for another corpus than its parent index")

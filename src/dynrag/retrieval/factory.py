@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from dynrag.errors import ConfigError, DynragError
 from dynrag.registry import Options, Registry, parse_pairs
-from dynrag.retrieval.base import Retriever
+from dynrag.retrieval.base import Retriever, RetrieverTraits
 from dynrag.retrieval.hybrid import DEFAULT_ALPHA
 
 RETRIEVERS: Registry[Retriever] = Registry("retriever")
@@ -29,14 +29,10 @@ DenseBackend = Literal["auto", "numpy", "faiss"]
 
 
 class RetrieverOptions(Options):
-    # The option naming this retriever's bm25s backend, if it has a BM25 part (see with_numpy_bm25).
-    bm25_backend_key: ClassVar[str | None] = None
-    # False for a retriever whose passages live in a search server: it takes no index directory.
-    needs_index: ClassVar[bool] = True
+    """Base of every retriever's options."""
 
 
 class BM25Options(RetrieverOptions):
-    bm25_backend_key: ClassVar[str | None] = "backend"
     backend: BM25Backend = "auto"
 
 
@@ -50,7 +46,6 @@ class DenseOptions(EmbeddingOptions):
 
 
 class HybridOptions(EmbeddingOptions):
-    bm25_backend_key: ClassVar[str | None] = "bm25_backend"
     alpha: float = Field(DEFAULT_ALPHA, ge=0.0)
     fusion: Literal["minmax", "rrf"] = "minmax"
     candidates: int = Field(50, ge=1)
@@ -68,7 +63,6 @@ class MilvusOptions(EmbeddingOptions):
 
 
 class OpenSearchOptions(RetrieverOptions):
-    needs_index: ClassVar[bool] = False
     url: str = "http://127.0.0.1:9200"
     index: str = "dynrag"
     timeout: float = Field(60.0, gt=0)
@@ -78,9 +72,14 @@ class OpenSearchOptions(RetrieverOptions):
     text_field: str = "text"
 
 
+def retriever_traits(name: str) -> RetrieverTraits:
+    """What retriever ``name`` needs (unknown names list the choices)."""
+    return RETRIEVERS.get(name).traits or RetrieverTraits()
+
+
 def needs_index(name: str) -> bool:
     """Whether retriever ``name`` searches a ``dynrag index`` directory (else a search server)."""
-    return RETRIEVERS.get(name).options.needs_index  # type: ignore[attr-defined]
+    return retriever_traits(name).needs_index
 
 
 def _require_index(name: str, index_dir: Path | None) -> Path:
@@ -89,19 +88,22 @@ def _require_index(name: str, index_dir: Path | None) -> Path:
     return Path(index_dir)
 
 
-@RETRIEVERS.register("bm25", BM25Options, summary="BM25 (bm25s) over the index")
+@RETRIEVERS.register("bm25", BM25Options, summary="BM25 (bm25s) over the index",
+                     traits=RetrieverTraits(bm25_backend_key="backend"))
 def open_bm25(options: BM25Options, index_dir: Path | None, *, work_dir: Path, progress: bool) -> Retriever:
     from dynrag.retrieval.bm25 import BM25Index
 
     return BM25Index.load(_require_index("bm25", index_dir), backend=options.backend)
 
 
-@RETRIEVERS.register("dense", DenseOptions, summary="exact dense search; INDEX/dense built on first use")
+@RETRIEVERS.register("dense", DenseOptions, summary="exact dense search; INDEX/dense built on first use",
+                     traits=RetrieverTraits())
 def open_dense(options: DenseOptions, index_dir: Path | None, *, work_dir: Path, progress: bool) -> Retriever:
     return _dense(_require_index("dense", index_dir), _embedder(options), options.backend, options.batch_size, progress)
 
 
-@RETRIEVERS.register("hybrid", HybridOptions, summary="min-max alpha*BM25 + dense (or RRF)")
+@RETRIEVERS.register("hybrid", HybridOptions, summary="min-max alpha*BM25 + dense (or RRF)",
+                     traits=RetrieverTraits(bm25_backend_key="bm25_backend"))
 def open_hybrid(options: HybridOptions, index_dir: Path | None, *, work_dir: Path, progress: bool) -> Retriever:
     from dynrag.retrieval.bm25 import BM25Index
     from dynrag.retrieval.hybrid import HybridRetriever
@@ -112,7 +114,8 @@ def open_hybrid(options: HybridOptions, index_dir: Path | None, *, work_dir: Pat
     return HybridRetriever(bm25, dense, alpha=options.alpha, fusion=options.fusion, candidates=options.candidates)
 
 
-@RETRIEVERS.register("milvus", MilvusOptions, summary="Milvus (milvus-lite file or server): BM25, dense or hybrid")
+@RETRIEVERS.register("milvus", MilvusOptions, summary="Milvus (milvus-lite file or server): BM25, dense or hybrid",
+                     traits=RetrieverTraits())
 def open_milvus(options: MilvusOptions, index_dir: Path | None, *, work_dir: Path, progress: bool) -> Retriever:
     from dynrag.retrieval.bm25 import BM25Index
     from dynrag.retrieval.embedder import Embedder
@@ -138,7 +141,8 @@ def open_milvus(options: MilvusOptions, index_dir: Path | None, *, work_dir: Pat
         )
 
 
-@RETRIEVERS.register("opensearch", OpenSearchOptions, summary="BM25 in an OpenSearch index (url, index)")
+@RETRIEVERS.register("opensearch", OpenSearchOptions, summary="BM25 in an OpenSearch index (url, index)",
+                     traits=RetrieverTraits(needs_index=False))
 def open_opensearch(options: OpenSearchOptions, index_dir: Path | None, *, work_dir: Path, progress: bool) -> Retriever:
     from dynrag.retrieval.opensearch import OpenSearchRetriever
 
@@ -181,7 +185,7 @@ def open_retriever(
 def with_numpy_bm25(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` with the BM25 part on the numpy backend unless the user chose one: numba's JIT
     costs 6-12 s per process, more than it saves when each question then spends seconds generating."""
-    key = RETRIEVERS.get(name).options.bm25_backend_key  # type: ignore[attr-defined]
+    key = retriever_traits(name).bm25_backend_key
     return {key: "numpy", **options} if key else dict(options)
 
 

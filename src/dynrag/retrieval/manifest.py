@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dynrag.errors import IndexError_
+from dynrag.errors import IndexDirError
 
 MANIFEST = "manifest.json"
 # The format of an index directory (the BM25 index owns the directory and its manifest).
@@ -17,9 +17,9 @@ INDEX_FORMAT_VERSION = 1
 REBUILD = "rebuild it with `dynrag index SOURCE --out {path}`"
 
 
-def index_error(path: Path, what: str, rebuild: str = REBUILD) -> IndexError_:
+def index_error(path: Path, what: str, rebuild: str = REBUILD) -> IndexDirError:
     """One-line error naming the index directory and how to rebuild it."""
-    return IndexError_(f"{path}: {what}; {rebuild.format(path=path)}")
+    return IndexDirError(f"{path}: {what}; {rebuild.format(path=path)}")
 
 
 def load_manifest_json(path: Path, missing: str, rebuild: str = REBUILD) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def corpus_changes(index_dir: str | Path) -> str | None:
 
     try:
         manifest = read_manifest(index_dir)
-    except IndexError_:
+    except IndexDirError:
         return None  # the command's own load says what is wrong
     sources = manifest.get("sources")
     changes = changed_sources(sources) if sources else []

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import ConfigError, DynragError, IndexError_
+from dynrag.errors import ConfigError, DynragError, IndexDirError
 from dynrag.retrieval.base import BatchSearch, Hit, without_blank_queries
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def connect(uri: str | Path = DEFAULT_URI) -> Any:
     try:
         return pm.MilvusClient(uri)
     except Exception as e:  # pymilvus raises MilvusException, grpc errors, OSError ...
-        raise IndexError_(f"cannot open Milvus at {uri}: {str(e).splitlines()[0]}") from e
+        raise IndexDirError(f"cannot open Milvus at {uri}: {str(e).splitlines()[0]}") from e
 
 
 class MilvusRetriever(BatchSearch):
@@ -185,7 +185,7 @@ class MilvusRetriever(BatchSearch):
         if not client.has_collection(collection):
             names = client.list_collections()
             client.close()
-            raise IndexError_(
+            raise IndexDirError(
                 f"Milvus at {uri} has no collection {collection!r} (it has: {', '.join(names) or 'none'}); "
                 "build it with MilvusRetriever.build"
             )
@@ -193,7 +193,7 @@ class MilvusRetriever(BatchSearch):
         fields = {f["name"]: f for f in info.get("fields", [])}
         if not {"pid", "title", "text", "body", "sparse", "dense"} <= fields.keys():
             client.close()
-            raise IndexError_(f"Milvus collection {collection!r} at {uri} was not built by dynrag")
+            raise IndexDirError(f"Milvus collection {collection!r} at {uri} was not built by dynrag")
         dim = int(fields["dense"].get("params", {}).get("dim", 0))
         if embedder is None:
             from dynrag.retrieval.embedder import Embedder

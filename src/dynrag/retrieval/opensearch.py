@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from dynrag.errors import DynragError, IndexError_
+from dynrag.errors import DynragError, IndexDirError
 from dynrag.retrieval.base import BatchSearch, Hit, without_blank_queries
 
 DEFAULT_URL = "http://127.0.0.1:9200"
@@ -70,7 +70,7 @@ def call(url: str, index: str, what: str, fn: Callable[[], T]) -> T:
         ) from None
     except osp.NotFoundError as e:
         if _error_type(e) == "index_not_found_exception":
-            raise IndexError_(f"OpenSearch at {url} has no index {index!r}; {build_hint(url, index)}") from None
+            raise IndexDirError(f"OpenSearch at {url} has no index {index!r}; {build_hint(url, index)}") from None
         raise DynragError(f"OpenSearch at {url}: {what}: not found ({_reason(e)})") from None
     except (osp.AuthenticationException, osp.AuthorizationException) as e:
         raise DynragError(
@@ -103,7 +103,7 @@ def _reason(e: Any) -> str:
 
 
 def index_meta(client: Any, url: str, index: str) -> dict[str, Any] | None:
-    """The index's ``_meta.dynrag`` (None for an index dynrag did not build); IndexError_ if missing."""
+    """The index's ``_meta.dynrag`` (None for an index dynrag did not build); IndexDirError if missing."""
     mapping = call(url, index, f"reading index {index!r}", lambda: client.indices.get_mapping(index=index))
     body = next(iter(mapping.values()), {}) if isinstance(mapping, dict) else {}
     meta = (body.get("mappings") or {}).get("_meta") or {}
@@ -128,10 +128,10 @@ class OpenSearchRetriever(BatchSearch):
         meta = index_meta(client, url, index)
         if meta is not None:
             if meta.get("format") != INDEX_FORMAT or meta.get("format_version") != INDEX_FORMAT_VERSION:
-                raise IndexError_(f"OpenSearch index {index!r} at {url} has an unknown dynrag format "
+                raise IndexDirError(f"OpenSearch index {index!r} at {url} has an unknown dynrag format "
                                   f"{meta.get('format')!r} v{meta.get('format_version')!r}; rebuild it with --replace")
             if not meta.get("complete"):
-                raise IndexError_(
+                raise IndexDirError(
                     f"OpenSearch index {index!r} at {url} is incomplete: ingest stopped after "
                     f"{meta.get('ingested', 0):,} passages; run the same `dynrag index ... --engine opensearch` "
                     "command again to finish it"
@@ -164,7 +164,7 @@ class OpenSearchRetriever(BatchSearch):
                 err = response["error"]
                 kind = err.get("type", "") if isinstance(err, dict) else str(err)
                 if kind == "index_not_found_exception":
-                    raise IndexError_(f"OpenSearch at {self.url} has no index {self.index!r}; "
+                    raise IndexDirError(f"OpenSearch at {self.url} has no index {self.index!r}; "
                                       f"{build_hint(self.url, self.index)}")
                 reason = err.get("reason", "") if isinstance(err, dict) else ""
                 raise DynragError(f"OpenSearch at {self.url}: search in {self.index!r} failed ({kind}: {reason})")

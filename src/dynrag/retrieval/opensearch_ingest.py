@@ -20,7 +20,7 @@ from typing import Any
 
 import dynrag
 from dynrag.corpus.passage import Passage
-from dynrag.errors import DataError, DynragError, IndexError_
+from dynrag.errors import DataError, DynragError, IndexDirError
 from dynrag.progress import stderr_bar
 from dynrag.retrieval.opensearch import INDEX_FORMAT, INDEX_FORMAT_VERSION, call, connect, index_meta
 from dynrag.retrieval.store_writer import PassageWriter
@@ -146,12 +146,12 @@ def _prepare(client: Any, url: str, index: str, settings: dict[str, Any], source
     if exists:
         meta = index_meta(client, url, index)
         if meta is None:
-            raise IndexError_(f"OpenSearch index {index!r} at {url} exists and was not built by dynrag; "
+            raise IndexDirError(f"OpenSearch index {index!r} at {url} exists and was not built by dynrag; "
                               "choose another --name, or --replace to delete and rebuild it")
         same = source is not None and meta.get("source") == source and all(
             meta.get(key) == value for key, value in settings.items())
         if not same:
-            raise IndexError_(
+            raise IndexDirError(
                 f"OpenSearch index {index!r} at {url} holds another corpus or other settings "
                 f"(built from {(meta.get('source') or {}).get('path', 'a stream')}, k1={meta.get('k1')}, b={meta.get('b')}); "
                 "choose another --name, or --replace to delete and rebuild it"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import DataError, IndexError_
+from dynrag.errors import DataError, IndexDirError
 from dynrag.io.jsonl import read_jsonl
 from dynrag.retrieval.base import BatchSearch, Hit, Retriever, close_retriever
 from dynrag.retrieval.store import PARENTS as PARENTS_FILE
@@ -29,11 +29,11 @@ def load_parents(index_dir: Path) -> dict[str, Passage]:
     """The large chunks of a small-to-big index, by id."""
     path = Path(index_dir) / PARENTS_FILE
     if not path.is_file():
-        raise IndexError_(f"{index_dir}: a small-to-big index without {PARENTS_FILE}; rebuild it")
+        raise IndexDirError(f"{index_dir}: a small-to-big index without {PARENTS_FILE}; rebuild it")
     try:
         records = read_jsonl(path, validate=_passage_problem, whole=True)
     except DataError as exc:
-        raise IndexError_(f"{exc}; rebuild the index") from exc
+        raise IndexDirError(f"{exc}; rebuild the index") from exc
     return {r["id"]: Passage(r["id"], r["title"], r["text"]) for r in records}
 
 

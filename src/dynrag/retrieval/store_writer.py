@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import DynragError, IndexError_
+from dynrag.errors import DynragError, IndexDirError
 from dynrag.retrieval.manifest import MANIFEST
 from dynrag.retrieval.passage_lines import encode_line
 from dynrag.retrieval.store import FIELDS, OFFSETS, PASSAGES
@@ -25,9 +25,9 @@ def check_replaceable(out: Path) -> None:
     if not out.exists():
         return
     if not out.is_dir():
-        raise IndexError_(f"{out}: exists and is not a directory; choose another --out")
+        raise IndexDirError(f"{out}: exists and is not a directory; choose another --out")
     if any(out.iterdir()) and not any((out / m).exists() for m in _INDEX_MARKERS):
-        raise IndexError_(
+        raise IndexDirError(
             f"{out}: exists and is not a dynrag BM25 index; refusing to replace it "
             "(choose another --out or empty it)"
         )

@@ -24,7 +24,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             None, "--index", help="Index directory (dynrag index). Default: the demo index, built on first use."
         ),
         model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
-        retriever: Optional[str] = typer.Option(None, "--retriever", help="A retriever over --index (default bm25)."),
+        retriever: Optional[str] = typer.Option(
+            None, "--retriever", help="A retriever over --index (default: bm25, or hybrid with a balanced|best preset in options)."
+        ),
         retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE (repeatable)."),
         exemplars: Optional[str] = typer.Option(None, "--exemplars", help="Few-shot exemplar style (dataset name)."),
         host: str = typer.Option(_DEFAULTS.host, "--host", help="Address to bind (loopback by default)."),
@@ -56,22 +58,28 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
 
 def build_app(settings: ServeSettings, run, console: Console):
-    """The app over the model, index and retriever a RunConfig names (the demo index by default)."""
-    from dynrag.lm import load_lm
-    from dynrag.methods.prompting import PromptBuilder
-    from dynrag.retrieval.factory import given_options, open_retriever, with_numpy_bm25
+    """The app over the model, index and retriever a RunConfig names (the demo index by default),
+    planned and built as `dynrag ask` plans and builds them: the same preset picks the same retriever."""
+    from dynrag.run.assemble import assemble
+    from dynrag.run.plan import make_plan
     from dynrag.serve.app import create_app
     from dynrag.serve.engine import Engine
 
-    builder = PromptBuilder.for_dataset(run.exemplars or "default")  # a bad style fails before anything loads
-    name = run.retriever or "bm25"
-    options = given_options(name, run.retriever_options, "--retriever-option")
-    index_dir = run.index if run.index is not None else demo_index(console)
-    searcher = open_retriever(name, index_dir, with_numpy_bm25(name, options), work_dir=index_dir, progress=True)
-    with console.status(f"loading model {run.model} ..."):
-        lm = load_lm(run.model)
-    engine = Engine(lm, searcher, builder, index_label=str(index_dir),
-                    default_method=run.method or "single", default_options=run.options)
+    plan = make_plan(run, command="serve")  # every check before the demo index is built or anything loads
+    index_dir = plan.retriever.index if plan.retriever and plan.retriever.index is not None else None
+    if index_dir is None and plan.retriever is not None and plan.retriever.traits.needs_index:
+        index_dir = demo_index(console)
+    def load(spec):
+        from dynrag.lm import load_lm
+
+        with console.status(f"loading model {spec} ..."):
+            return load_lm(spec)
+
+    parts = assemble(plan, index_dir=index_dir, with_method=False, load=load,
+                     say=lambda line: console.print(f"[yellow]warning:[/yellow] {line}"))
+    label = str(index_dir) if index_dir is not None else plan.retriever.name
+    engine = Engine(parts.lm, parts.retriever, parts.builder, index_label=label,
+                    default_method=plan.method.name, default_options=run.options)
     return create_app(engine, settings)
 
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from dynrag.errors import ConfigError
 from dynrag.methods.base import MethodOptions
 from dynrag.methods.prompting import PromptBuilder
-from dynrag.methods.registry import NO_RETRIEVAL, build_method, method_class, method_names, parse_options
+from dynrag.methods.registry import build_method, method_class, method_names, method_traits, parse_options
 from dynrag.serve.cancel import CancellableLM
 from dynrag.serve.schemas import APIError
 
@@ -41,7 +41,7 @@ class Engine:
         return self.lm.name
 
     def method_names(self) -> list[str]:
-        return [n for n in method_names() if n in NO_RETRIEVAL or self.retriever is not None]
+        return [n for n in method_names() if not method_traits(n).needs_retrieval or self.retriever is not None]
 
     def describe_methods(self) -> list[dict[str, Any]]:
         """For GET /v1/models: each method, whether this model can run it, and its options."""
@@ -49,11 +49,12 @@ class Engine:
         for name in self.method_names():
             cls = method_class(name)
             schema = cls.Options.model_json_schema()
+            needs_attention = method_traits(name).needs_attention
             out.append({
                 "id": name,
                 "summary": _summary(cls),
-                "needs_attention": name == "dragin",
-                "available": name != "dragin" or bool(self.lm.capabilities.attention),
+                "needs_attention": needs_attention,
+                "available": not needs_attention or bool(self.lm.capabilities.attention),
                 "options": {
                     key: {k: v for k, v in prop.items() if k in ("type", "default", "description", "enum", "anyOf",
                                                                 "minimum", "maximum", "exclusiveMinimum")}
@@ -89,7 +90,7 @@ class Engine:
         if requested is not None and requested > ceiling:
             raise APIError(400, f"max_tokens {requested} is above this server's ceiling of {ceiling}",
                            code="max_tokens_too_large", param="max_tokens")
-        if method == "dragin" and not self.lm.capabilities.attention:
+        if method_traits(method).needs_attention and not self.lm.capabilities.attention:
             build_method(method, self.lm, self.retriever, parsed, self.builder)  # raises the refusal
         return method, parsed, question
 
@@ -98,7 +99,8 @@ class Engine:
         if key in self._methods:
             self._methods.move_to_end(key)
             return self._methods[key]
-        built = build_method(name, self.lm, None if name in NO_RETRIEVAL else self.retriever, options, self.builder)
+        retriever = self.retriever if method_traits(name).needs_retrieval else None
+        built = build_method(name, self.lm, retriever, options, self.builder)
         self._methods[key] = built
         while len(self._methods) > self._cached_methods:
             self._methods.popitem(last=False)

@@ -6,7 +6,7 @@ with ``@DATASETS.register(name, summary=...)`` and one import line below; CLI he
 "unknown dataset" error list ``DATASETS``' names.
 """
 
-from dynrag.eval.datasets.registry import DATASETS, Dataset, ParseContext, dataset  # noqa: F401
+from dynrag.eval.datasets.registry import DATASETS, Dataset, ParseContext, dataset_spec  # noqa: F401
 
 # Each module registers its format(s) on import; this order is the order choices are listed in.
 from dynrag.eval.datasets import hotpotqa  # noqa: E402,F401,I001

@@ -37,6 +37,7 @@ class Dataset:
 DATASETS: Registry[Dataset] = Registry("dataset")
 
 
-def dataset(name: str) -> Dataset:
-    """The registered format called ``name`` (an unknown name lists the choices)."""
+def dataset_spec(name: str) -> Dataset:
+    """The registered format called ``name``: its ``name``, ``yes_no`` and exemplar style (an
+    unknown name lists the choices)."""
     return DATASETS.open(name)

@@ -199,9 +199,16 @@ def clean_answer(text: str) -> str:
 
 def trained_prompt_shots(model_name: str) -> int | None:
     """Exemplar count a dynrag-trained checkpoint was trained with (`hf:DIR` holding deeprag.json)."""
-    if not model_name.startswith("hf:"):
+    from dynrag.errors import ConfigError
+    from dynrag.lm.spec import ModelSpec
+
+    try:
+        spec = ModelSpec.parse(model_name)
+    except ConfigError:  # a test double's or a server's own name
         return None
-    meta = Path(model_name[3:].partition("#")[0]) / CHECKPOINT_META
+    if spec.kind != "hf":
+        return None
+    meta = Path(spec.target) / CHECKPOINT_META
     try:
         data = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from dynrag.lm.base import Generation, require
-from dynrag.methods.base import Answer
+from dynrag.methods.base import Answer, MethodTraits
 from dynrag.methods.dragin.reference import reference_qfs_query, reference_word_scores
 from dynrag.methods.dragin.scoring import (
     authors_trigger,
@@ -108,6 +108,7 @@ def _stopword_test(words) -> list[bool]:
 
 class Dragin(IterativeMethod):
     name: ClassVar[str] = "dragin"
+    traits: ClassVar[MethodTraits] = MethodTraits(needs_attention=True)
     Options: ClassVar[type] = DraginOptions
 
     def __init__(self, lm, builder, options, retriever):

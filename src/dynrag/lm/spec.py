@@ -1,0 +1,124 @@
+"""A model spec string parsed once into a typed record: the only place its text forms are read.
+
+    bundled | bundled:NAME                 a packaged GGUF model (``bundled``: the default one)
+    hf:PATH_OR_ID | hf:DIR#FILE.gguf       a transformers directory, a cached hub id, a GGUF file
+    openai:BASE_URL#MODEL                  a model behind an OpenAI-compatible server
+
+A local spec (bundled, hf) may end in ``?KEY=VALUE&...`` model options (``ModelOptions``). Every
+other module asks the parsed ``ModelSpec`` (``kind``, ``is_http``, ``is_local``, ``resolved()``)
+instead of looking at prefixes, so a new form is added here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from pydantic import Field
+
+from dynrag.errors import ConfigError
+from dynrag.lm.base import KVReuseMode
+from dynrag.lm.bundled import BUNDLED_MODELS, resolve_bundled
+from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS
+from dynrag.registry import Options, parse_model, parse_pairs
+
+ModelKind = Literal["bundled", "hf", "openai"]
+OPENAI_PREFIX = "openai:"
+
+SPEC_FORMS = (
+    "bundled",
+    *(f"bundled:{name}" for name in BUNDLED_MODELS),
+    "hf:PATH_OR_ID",
+    "hf:PATH#FILE.gguf",
+    "openai:BASE_URL#MODEL",
+)
+
+
+class ModelOptions(Options):
+    """Options of a local (transformers) model, given after `?` in its spec."""
+
+    kv_reuse: KVReuseMode = Field(
+        "recent",
+        description="recent: reuse the key/value cache of the longest matching recent call; prefix: only "
+        "the instruction and exemplars; off: prefill every prompt whole",
+    )
+    kv_slots: int = Field(4, ge=1, le=64, description="recent calls whose key/value caches are kept")
+    lookup: int = Field(
+        DEFAULT_DRAFT_TOKENS, ge=0, le=16,
+        description="prompt-lookup decoding: up to N tokens copied from earlier text are checked in the "
+        "same forward pass as the newest token (the same output, fewer passes); 0: one token per pass",
+    )
+
+
+def describe_specs() -> str:
+    options = ", ".join(f"{k}=" for k in ModelOptions.model_fields)
+    return ", ".join(SPEC_FORMS) + f" (a local model's spec may end in ?KEY=VALUE&...: {options})"
+
+
+def split_options(spec: str) -> tuple[str, ModelOptions]:
+    """`bundled?kv_reuse=off` -> ("bundled", ModelOptions(kv_reuse="off")); unknown keys are errors."""
+    base, sep, query = spec.partition("?")
+    if not sep:
+        return base, ModelOptions()
+    pairs = [p for p in query.split("&") if p]
+    values = parse_pairs(pairs, flag=f"model spec {spec!r}: option")
+    return base, parse_model(ModelOptions, values, f"model spec {spec!r}")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One parsed spec. ``target``: the bundled model's name ("" for the default), the hf path or
+    hub id, or the server's base URL; ``file``: the GGUF file of an hf spec, or the served model's
+    name; ``query``: the model options as written, kept so ``str(spec)`` gives the spec back."""
+
+    kind: ModelKind
+    target: str = ""
+    file: str = ""
+    options: ModelOptions = field(default_factory=ModelOptions)
+    query: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> "ModelSpec":
+        full = text.strip()
+        if full.startswith(OPENAI_PREFIX):  # a URL may hold "?": a server spec has no model options
+            base_url, _, model = full[len(OPENAI_PREFIX):].partition("#")
+            return cls("openai", base_url, model)
+        base, options = split_options(full)  # a bad ?KEY=VALUE fails first, naming the whole spec
+        query = full.partition("?")[2]
+        if base == "bundled" or base.startswith("bundled:"):
+            return cls("bundled", base.partition(":")[2], "", options, query)
+        if base.startswith("hf:"):
+            target, _, gguf_file = base[3:].partition("#")
+            if not target:
+                raise ConfigError(f"model spec {base!r} names no path or id; valid forms: {describe_specs()}")
+            return cls("hf", target, gguf_file, options, query)
+        raise ConfigError(f"unknown model spec {full!r}; valid forms: {describe_specs()}")
+
+    @property
+    def is_http(self) -> bool:
+        """Behind an HTTP server: safe to call from several threads (`eval --concurrency`)."""
+        return self.kind == "openai"
+
+    @property
+    def is_local(self) -> bool:
+        """Loads weights into this process (torch)."""
+        return not self.is_http
+
+    @property
+    def base(self) -> str:
+        """The spec without its model options."""
+        if self.kind == "bundled":
+            return f"bundled:{self.target}" if self.target else "bundled"
+        if self.kind == "hf":
+            return f"hf:{self.target}" + (f"#{self.file}" if self.file else "")
+        return f"{OPENAI_PREFIX}{self.target}" + (f"#{self.file}" if self.file else "")
+
+    def resolved(self) -> "ModelSpec":
+        """`bundled` -> `bundled:<default>`, so a later change of the default cannot resume into a
+        run made with the old one; every other spec is already exact."""
+        if self.kind != "bundled":
+            return self
+        return replace(self, target=resolve_bundled(self.target).name)
+
+    def __str__(self) -> str:
+        return self.base + (f"?{self.query}" if self.query else "")

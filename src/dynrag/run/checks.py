@@ -1,0 +1,99 @@
+"""Checks a plan shares with the other resumable runs (``dynrag synth``): the benchmark file and
+its aliases, what a ``--corpus`` names and its checksum. Each reads files only; none writes."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dynrag.errors import ConfigError, DataError
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    """A benchmark file and how to read it. ``given``: the path as the user wrote it (for messages);
+    ``data``: resolved."""
+
+    name: str
+    given: Path
+    data: Path
+    data_sha256: str | None = None
+    aliases: Path | None = None
+    aliases_sha256: str | None = None
+    limit: int | None = None
+    skip_bad: bool = False
+    yes_no: bool = False
+    exemplar_style: str = "default"
+
+
+def file_sha256(path: Path, shown: Path | None = None) -> str:
+    """sha256 of a file; a read error names ``shown`` (the path as the user gave it) or ``path``."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise DataError(str(shown or path), f"cannot read ({exc.strerror or exc})") from exc
+    return digest.hexdigest()
+
+
+def check_data_file(given: Path, dataset: str) -> Path:
+    """``--data``: an existing benchmark file (not a directory); returns it resolved."""
+    data = Path(given).resolve()
+    if data.is_dir():
+        raise DataError(str(given), f"is a directory; --data takes the benchmark file itself ({dataset})")
+    if not data.is_file():
+        raise DataError(str(given), "no such file")
+    return data
+
+
+def check_aliases(aliases: Path | None, dataset: str) -> None:
+    if aliases is not None and dataset != "2wikimultihopqa":
+        raise ConfigError("--aliases applies to --dataset 2wikimultihopqa only")
+
+
+def check_dataset(config: Any, *, sha256: bool) -> DatasetPlan:
+    """The benchmark a RunConfig names: its registry entry, the alias rule and the data file
+    (with checksums when ``sha256``: what an eval run records to notice a changed file)."""
+    from dynrag.eval.datasets import dataset_spec
+
+    entry = dataset_spec(config.dataset)
+    check_aliases(config.aliases, entry.name)
+    data = check_data_file(config.data, entry.name)
+    aliases = Path(config.aliases).resolve() if config.aliases else None
+    return DatasetPlan(
+        entry.name, Path(config.data), data,
+        file_sha256(data, Path(config.data)) if sha256 else None,
+        aliases, file_sha256(Path(config.aliases)) if sha256 and config.aliases else None,
+        config.limit, config.skip_bad, entry.yes_no, entry.exemplar_style,
+    )
+
+
+def corpus_identity(corpus: str) -> tuple[Path | None, str, str | None]:
+    """``--corpus``: (the index directory or None for the pooled contexts, what a run records of
+    it, the index's corpus checksum)."""
+    from dynrag.eval.steps import check_corpus
+
+    index = check_corpus(corpus)
+    if index is None:
+        return None, "contexts", None
+    from dynrag.retrieval.manifest import read_manifest
+
+    resolved = str(index.resolve())
+    return index, resolved, read_manifest(resolved)["corpus_sha256"]
+
+
+def server_corpus_sha256(name: str, options: dict[str, Any]) -> str | None:
+    """The corpus checksum a search server's index records (so a resumed run notices a rebuilt
+    index); opening it also fails early, in one line, on a wrong URL or a missing index."""
+    from dynrag.retrieval.base import close_retriever
+    from dynrag.retrieval.factory import open_retriever
+
+    retriever = open_retriever(name, None, options, work_dir=Path("."), progress=False)
+    try:
+        return (getattr(retriever, "meta", None) or {}).get("corpus_sha256")
+    finally:
+        close_retriever(retriever)
