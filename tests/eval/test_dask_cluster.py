@@ -12,7 +12,7 @@ import pytest
 
 from dynrag.errors import DynragError
 from dynrag.eval.dask_cluster import DaskCluster
-from dynrag.eval.execution import WorkerJob
+from dynrag.eval.worker import WorkerJob
 from dynrag.eval.rundir import read_predictions
 from dynrag.eval.runner import run_eval
 from tests.eval.fixtures import eval_plan

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from dynrag.errors import ConfigError
-from dynrag.eval.execution import InProcess, Threads, WorkerJob, auto_workers, make_executor
+from dynrag.eval.execution import InProcess, Threads, auto_workers, make_executor
+from dynrag.eval.worker import WorkerJob
 from dynrag.eval.processes import Processes, WorkerError
 from dynrag.eval.rundir import read_predictions
 from dynrag.eval.runner import run_eval

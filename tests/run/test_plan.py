@@ -82,7 +82,7 @@ def test_each_eval_check_fails_before_the_run_directory_exists(tmp_path, change,
 
 def test_each_input_is_looked_up_once(tmp_path, index_dir, monkeypatch):
     import dynrag.eval.datasets as datasets
-    import dynrag.eval.steps as steps
+    import dynrag.run.checks as checks
     import dynrag.lm.loader as loader
 
     calls = []
@@ -92,7 +92,7 @@ def test_each_input_is_looked_up_once(tmp_path, index_dir, monkeypatch):
         monkeypatch.setattr(module, name, lambda *a, **k: calls.append(name) or real(*a, **k))
 
     counted(datasets, "dataset_spec")
-    counted(steps, "check_corpus")
+    counted(checks, "check_corpus")
     counted(loader, "check_spec")
     make_plan(load_run_config(None, eval_keys(tmp_path, corpus=str(index_dir))), command="eval")
     assert sorted(calls) == ["check_corpus", "check_spec", "dataset_spec"]

@@ -10,7 +10,7 @@ from rich.console import Console
 import dynrag.lm
 from dynrag.config import load_run_config
 from dynrag.corpus.passage import Passage
-from dynrag.eval.execution import WorkerJob
+from dynrag.eval.worker import WorkerJob
 from dynrag.eval.runner import default_method_factory, eval_config
 from dynrag.retrieval.bm25 import BM25Index
 from dynrag.retrieval.hybrid import HybridRetriever

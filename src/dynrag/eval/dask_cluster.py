@@ -1,7 +1,7 @@
 """``DaskCluster``: answer questions as tasks on a Dask cluster (``dynrag eval --dask tcp://HOST:8786``).
 
 One task per question, so the scheduler balances questions of uneven length over the workers.
-Each worker process builds the run's method once (``execution.worker_method``: the model loads
+Each worker process builds the run's method once (``worker.worker_method``: the model loads
 on its first question and stays for the rest) and returns the outcome; only the coordinator writes
 predictions.jsonl. When a worker dies, the scheduler runs its questions again on another worker;
 a question that has been on ``distributed.scheduler.allowed-failures`` (default 3) dying workers
@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from dynrag.errors import DynragError
-from dynrag.eval.execution import Outcome, Question, WorkerJob, answer_in_worker
+from dynrag.eval.worker import Outcome, Question, WorkerJob, answer_in_worker
 
 CONNECT_TIMEOUT_S = 10.0
 

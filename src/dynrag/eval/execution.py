@@ -23,81 +23,13 @@ a picklable method factory), the same way the coordinator builds it in-process.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from dynrag.eval.worker import MethodFactory, Outcome, Question, WorkerJob, timed_answer, usable_cores
 from dynrag.methods.base import Method
-from dynrag.retrieval.base import Retriever
-
-# (resolved config, retriever or None) -> a ready Method. Workers need it picklable (a module-level
-# function or an instance of a module-level class).
-MethodFactory = Callable[[dict[str, Any], Retriever | None], Method]
-Question = tuple[str, str]  # (id, question text)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    id: str
-    answer: dict[str, Any]  # Answer.to_dict()
-    seconds: float
-
-
-@dataclass(frozen=True)
-class WorkerJob:
-    """Everything needed to build the run's method anywhere: plain data plus the factory."""
-
-    config: dict[str, Any]
-    index_dir: str | None  # the index to search (None: no retrieval, or a search server)
-    work_dir: str  # the run directory (dense parts and milvus files are looked up beside it)
-    factory: MethodFactory
-    torch_threads: int | None = None  # per worker process; None leaves torch's default
-
-    @property
-    def key(self) -> str:
-        """Identifies the method this job builds (a worker process caches one per key)."""
-        f = self.factory
-        factory = [getattr(f, "__module__", ""), getattr(f, "__qualname__", None) or repr(f)]
-        if not hasattr(f, "__qualname__"):  # a factory object: its fields decide what it builds
-            factory.append(repr(f))
-        text = json.dumps([self.config, self.index_dir, self.work_dir, factory], sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def build(self, progress: bool = False) -> Method:
-        if self.torch_threads:
-            set_torch_threads(self.torch_threads)
-        from dynrag.eval.steps import open_run_retriever
-
-        retriever = open_run_retriever(self.config, self.index_dir, Path(self.work_dir), progress)
-        return self.factory(self.config, retriever)
-
-
-def set_torch_threads(n: int) -> None:
-    """torch's intra-op threads for this process: through the environment when torch is not
-    imported yet (a fresh worker: importing torch only for this would cost seconds), else directly."""
-    import os
-    import sys
-
-    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(n)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(n)
-
-
-def usable_cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def timed_answer(method: Method, qid: str, question: str) -> Outcome:
-    started = time.perf_counter()
-    answer = method.answer(question)
-    return Outcome(qid, answer.to_dict(), time.perf_counter() - started)
+from dynrag.run.checks import check_execution
 
 
 class Executor(Protocol):
@@ -167,26 +99,6 @@ class Threads:
 # One built method per job key in each worker process: a worker loads its model once and answers
 # many questions with it. The lock keeps one question at a time per process (a Dask worker with
 # several threads would otherwise share one torch model across threads).
-_WORKER_METHODS: dict[str, tuple[Method, threading.Lock]] = {}
-_WORKER_BUILD = threading.Lock()
-
-
-def worker_method(job: WorkerJob) -> tuple[Method, threading.Lock]:
-    key = job.key
-    with _WORKER_BUILD:
-        if key not in _WORKER_METHODS:
-            _WORKER_METHODS.clear()  # a worker holds one run's model at a time
-            _WORKER_METHODS[key] = (job.build(), threading.Lock())
-        return _WORKER_METHODS[key]
-
-
-def answer_in_worker(job: WorkerJob, qid: str, question: str) -> Outcome:
-    """Answer one question in a worker process, building (and keeping) the job's method first."""
-    method, lock = worker_method(job)
-    with lock:
-        return timed_answer(method, qid, question)
-
-
 # ---- choosing an executor -----------------------------------------------------------------------
 
 
@@ -215,22 +127,6 @@ def picklable(job: WorkerJob) -> bool:
     except (pickle.PicklingError, AttributeError, TypeError):
         return False
     return True
-
-
-def check_execution(*, workers: int | str = 1, dask: str | None = None, concurrency: int = 1) -> None:
-    """``--workers N|auto``, ``--dask ADDRESS`` and ``--concurrency N`` are each valid and exclusive;
-    callers check before they write anything, and `make_executor` checks again for direct callers."""
-    from dynrag.errors import ConfigError
-
-    if concurrency < 1:
-        raise ConfigError(f"--concurrency must be at least 1 (got {concurrency})")
-    if concurrency > 1 and (dask or workers not in (1, "auto")):
-        raise ConfigError("--concurrency and --workers/--dask: pick one (--concurrency keeps N questions "
-                          "in flight against one model server from this process)")
-    if dask and workers not in (1, "auto"):
-        raise ConfigError("--dask and --workers: pick one (a Dask cluster brings its own workers)")
-    if workers != "auto" and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
-        raise ConfigError(f"--workers must be a number >= 1 or 'auto' (got {workers!r})")
 
 
 def make_executor(

@@ -23,7 +23,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from dynrag.errors import DynragError
-from dynrag.eval.execution import Outcome, Question, WorkerJob, timed_answer
+from dynrag.eval.worker import Outcome, Question, WorkerJob, timed_answer
 
 _STOP_GRACE_S = 5.0
 

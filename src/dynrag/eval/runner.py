@@ -19,7 +19,8 @@ from dynrag.io.files import atomic_write_json, atomic_write_text
 from dynrag.lm.spec import ModelSpec
 from dynrag.progress import bar_columns
 from dynrag.eval.boundary import knowledge_boundary
-from dynrag.eval.execution import Executor, MethodFactory, WorkerJob, make_executor
+from dynrag.eval.execution import Executor, make_executor
+from dynrag.eval.worker import MethodFactory, WorkerJob
 from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases
 from dynrag.eval.metrics import Scorer, open_scorer
 from dynrag.eval.steps import load_questions, run_index

@@ -12,6 +12,7 @@ from rich.text import Text
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.loaders import LoadReport, QAExample, load_examples
 from dynrag.eval.pool import CONTEXTS_INDEX, contexts_index, pool_contexts
+from dynrag.run.checks import check_corpus
 
 
 def load_questions(
@@ -34,16 +35,6 @@ def load_questions(
     if not examples:
         raise DataError(str(data), "no questions to evaluate")
     return examples, report
-
-
-def check_corpus(corpus: str) -> Path | None:
-    """``--corpus``: "contexts" (None: pooled per run) or an existing index directory."""
-    if corpus == "contexts":
-        return None
-    path = Path(corpus)
-    if not path.is_dir():
-        raise ConfigError(f"--corpus {corpus}: no such index directory (or use --corpus contexts)")
-    return path
 
 
 def corpus_index(corpus: str, out: Path, examples: list[QAExample], console: Console, progress: bool) -> Path:

@@ -75,8 +75,6 @@ def check_dataset(config: Any, *, sha256: bool) -> DatasetPlan:
 def corpus_identity(corpus: str) -> tuple[Path | None, str, str | None]:
     """``--corpus``: (the index directory or None for the pooled contexts, what a run records of
     it, the index's corpus checksum)."""
-    from dynrag.eval.steps import check_corpus
-
     index = check_corpus(corpus)
     if index is None:
         return None, "contexts", None
@@ -97,3 +95,27 @@ def server_corpus_sha256(name: str, options: dict[str, Any]) -> str | None:
         return (getattr(retriever, "meta", None) or {}).get("corpus_sha256")
     finally:
         close_retriever(retriever)
+
+
+def check_corpus(corpus: str) -> Path | None:
+    """``--corpus``: "contexts" (None: pooled per run) or an existing index directory."""
+    if corpus == "contexts":
+        return None
+    path = Path(corpus)
+    if not path.is_dir():
+        raise ConfigError(f"--corpus {corpus}: no such index directory (or use --corpus contexts)")
+    return path
+
+
+def check_execution(*, workers: int | str = 1, dask: str | None = None, concurrency: int = 1) -> None:
+    """``--workers N|auto``, ``--dask ADDRESS`` and ``--concurrency N`` are each valid and exclusive;
+    callers check before they write anything, and `make_executor` checks again for direct callers."""
+    if concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1 (got {concurrency})")
+    if concurrency > 1 and (dask or workers not in (1, "auto")):
+        raise ConfigError("--concurrency and --workers/--dask: pick one (--concurrency keeps N questions "
+                          "in flight against one model server from this process)")
+    if dask and workers not in (1, "auto"):
+        raise ConfigError("--dask and --workers: pick one (a Dask cluster brings its own workers)")
+    if workers != "auto" and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise ConfigError(f"--workers must be a number >= 1 or 'auto' (got {workers!r})")

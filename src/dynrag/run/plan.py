@@ -114,7 +114,7 @@ def make_plan(config: RunConfig, *, command: Command) -> RunPlan:
     retriever = _retriever(config, method, command)
     if command != "eval":
         return RunPlan(command, model, exemplars, method, retriever)
-    from dynrag.eval.execution import check_execution
+    from dynrag.run.checks import check_execution
     from dynrag.eval.metrics import SCORERS
     from dynrag.eval.rundir import check_run_dir
 
