@@ -26,9 +26,6 @@ class IndexDirError(DynragError):
     """A missing, corrupt or incompatible index directory."""
 
 
-IndexError_ = IndexDirError  # the old name, for code written against it; use IndexDirError
-
-
 class ConfigError(DynragError):
     """An unknown or invalid option, model spec or method name."""
 
