@@ -23,10 +23,11 @@ def ok(result):
 
 
 def test_ask_synth_imitation_calibration_eval(tmp_path):
-    records = [wiki_record(i) for i in range(12)]
-    stage_one = write(tmp_path / "train1.json", records[:5])
-    stage_two = write(tmp_path / "train2.json", records[5:9])
-    held_out = write(tmp_path / "dev.json", records[9:12])
+    # Three questions a stage and two held out: each command's work stays a few model calls.
+    records = [wiki_record(i) for i in range(8)]
+    stage_one = write(tmp_path / "train1.json", records[:3])
+    stage_two = write(tmp_path / "train2.json", records[3:6])
+    held_out = write(tmp_path / "dev.json", records[6:8])
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"{r['_id']}-{j}", "title": t, "text": " ".join(s)}) + "\n"
                               for r in records for j, (t, s) in enumerate(r["context"])))
@@ -42,7 +43,7 @@ def test_ask_synth_imitation_calibration_eval(tmp_path):
     synth = ok(run_dynrag(["synth", "--dataset", "2wikimultihopqa", "--data", str(stage_one), "--corpus", "contexts",
                            "--teacher", "dataset", "--k", "1", "--max-nodes", "8", "--out", str(tmp_path / "synth")]))
     summary = json.loads(synth.stdout)
-    assert summary["questions"] == 5 and summary["found"] >= 1, summary
+    assert summary["questions"] == 3 and summary["found"] >= 1, summary
     assert "ETA" in synth.stderr
 
     # 3. stage I
@@ -69,7 +70,7 @@ def test_ask_synth_imitation_calibration_eval(tmp_path):
     evaluated = ok(run_dynrag(["eval", *common, "--method", "deeprag", "--model", f"hf:{tmp_path / 'coc'}",
                                "--baseline", str(tmp_path / "direct"), "--out", str(tmp_path / "deeprag")]))
     summary = json.loads((tmp_path / "deeprag" / "summary.json").read_text())
-    assert summary["n"] == 3 and set(summary["knowledge_boundary"]) >= {"f1", "accuracy", "balanced_accuracy", "mcc"}
+    assert summary["n"] == 2 and set(summary["knowledge_boundary"]) >= {"f1", "accuracy", "balanced_accuracy", "mcc"}
     assert "Knowledge boundary" in evaluated.stdout
     prediction = json.loads((tmp_path / "deeprag" / "predictions.jsonl").read_text().splitlines()[0])
     assert prediction["retrievals"] == len(prediction["queries"])
