@@ -48,8 +48,8 @@ def make_world(options: WorldOptions, out: Path, knowledge: Knowledge) -> dict[s
     for name, data in files.items():
         atomic_write_bytes(out / name, data)
     digests = {name: sha256(data) for name, data in sorted(files.items())}
-    if knowledge.model is not None:
-        kpath = knowledge_path(out, knowledge.model)
+    kpath = knowledge_path(out, knowledge.model) if knowledge.model is not None else None
+    if kpath is not None and kpath.exists():  # the probe's verdicts the questions were chained by
         digests[kpath.name] = sha256(kpath.read_bytes())
     manifest = {
         "format_version": FORMAT_VERSION,
