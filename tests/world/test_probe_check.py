@@ -37,6 +37,18 @@ def oracle(prompt: str) -> str:
 def test_short_answers_and_matching():
     assert short_answer(" Paris, France.\nQuestion: x") == "Paris"
     assert is_correct(" the euro.", ["euro"]) and not is_correct(" Sydney", ["Canberra"])
+    assert is_correct(" Rupees", ["rupee"]) and is_correct(" Paris", ["Paris"]) and not is_correct(" Pari", ["Paris"])
+
+
+def test_verdicts_are_scored_again_from_the_saved_generations(tmp_path: Path):
+    log = tmp_path / "probe-scripted.jsonl"
+    fact = BY_ID["real:currency:Thailand"]
+    # Saved when "Thai baht" was not yet an alias: marked wrong then, right now.
+    log.write_text("".join(json.dumps({"fact": fact.id, "phrasing": i, "question": q, "prediction": " Thai baht",
+                                       "correct": False}) + "\n" for i, q in enumerate(phrasings(fact))))
+    lm = ScriptedLM(oracle)
+    record = probe_world(lm, "scripted", [fact], tmp_path, Console(quiet=True), progress=False)
+    assert lm.prompts == [] and record["facts"][fact.id]["verdict"] == "known"
 
 
 def test_verdicts_of_three_phrasings(tmp_path: Path):

@@ -46,7 +46,10 @@ def short_answer(text: str) -> str:
 
 
 def is_correct(generated: str, answers: Sequence[str]) -> bool:
-    return bool(exact_match(short_answer(generated), answers))
+    """Normalised exact match of the short answer, or of it without a plural "s" ("Rupees")."""
+    answer = short_answer(generated)
+    singular = answer[:-1] if answer.lower().endswith("s") and len(answer) > 3 else answer
+    return bool(exact_match(answer, answers) or exact_match(singular, answers))
 
 
 def ask(lm: Any, prompt: str, max_new_tokens: int = MAX_NEW_TOKENS) -> str:
@@ -86,7 +89,9 @@ def knowledge_record(model: str, facts: Sequence[RealFact], answers: dict[tuple[
     out: dict[str, Any] = {}
     for fact in facts:
         rows = [answers[(fact.id, i)] for i in range(3)]
-        out[fact.id] = {"verdict": verdict([bool(r["correct"]) for r in rows]), "answer": fact.answer,
+        # Scored again from the saved generation: a corrected alias needs no second probe.
+        correct = [is_correct(r["prediction"], fact.answers) for r in rows]
+        out[fact.id] = {"verdict": verdict(correct), "answer": fact.answer,
                         "predictions": [short_answer(r["prediction"]) for r in rows]}
     tally = {v: sum(1 for r in out.values() if r["verdict"] == v) for v in VERDICTS}
     return {"format_version": 1, "model": model, "counts": tally, "facts": out}
