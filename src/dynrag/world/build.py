@@ -71,6 +71,8 @@ def build_files(options: WorldOptions, knowledge: Knowledge) -> dict[str, bytes]
                                 "passage": passages[support[f.id]].id} for f in world.facts]),
     }
     for name, records in splits.items():
+        # Mixed kinds and hop counts in file order, so `--limit N` takes a bit of everything.
+        random.Random(f"dynrag-world-order:{options.seed}:{name}").shuffle(records)
         files[f"{name}.jsonl"] = _jsonl(records)
     return files
 
