@@ -13,24 +13,31 @@ from rich.console import Console
 MODEL_HELP = "bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"
 
 
+def _default(option: str):
+    """A size's default, from WorldOptions (the one place defaults are written)."""
+    from dynrag.world.entities import WorldOptions
+
+    return WorldOptions.model_fields[option].default
+
+
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     world = typer.Typer(no_args_is_help=True, help="A generated benchmark whose facts the model is known to know or not.")
 
     @world.command("make")
     def make_command(
-        out: Path = typer.Option(..., "--out", help="World directory (created; files in it are replaced)."),
-        seed: int = typer.Option(1, "--seed", help="Seed: the same seed and sizes give the same bytes."),
-        model: Optional[str] = typer.Option(None, "--model", help=f"Probe this model first ({MODEL_HELP}); "
+        out: Path = typer.Option(..., "--out", metavar="DIR", help="World directory (created; files in it are replaced)."),
+        seed: int = typer.Option(1, "--seed", metavar="N", help="Seed: the same seed and sizes give the same bytes."),
+        model: Optional[str] = typer.Option(None, "--model", metavar="SPEC", help=f"Probe this model first ({MODEL_HELP}); "
                                             "without it real facts stay unprobed (known: null)."),
-        people: int = typer.Option(16, "--people", help="People in the main cluster."),
-        companies: int = typer.Option(6, "--companies", help="Companies in the main cluster."),
-        schools: int = typer.Option(4, "--schools", help="Schools in the main cluster."),
-        towns: int = typer.Option(6, "--towns", help="Towns in the main cluster."),
-        distractor_share: float = typer.Option(0.5, "--distractor-share", help="Size of the distractor cluster against the main one."),
-        real_facts: int = typer.Option(40, "--real-facts", help="Bank facts beyond those of the towns' countries."),
-        questions: int = typer.Option(40, "--questions", help="Most questions per hop count (real 1-hop: twice that)."),
-        comparisons: int = typer.Option(20, "--comparisons", help="Most comparison questions."),
-        max_new_tokens: int = typer.Option(8, "--max-new-tokens", help="Tokens per probe answer."),
+        people: int = typer.Option(_default("people"), "--people", metavar="N", help="People in the main cluster."),
+        companies: int = typer.Option(_default("companies"), "--companies", metavar="N", help="Companies in the main cluster."),
+        schools: int = typer.Option(_default("schools"), "--schools", metavar="N", help="Schools in the main cluster."),
+        towns: int = typer.Option(_default("towns"), "--towns", metavar="N", help="Towns in the main cluster."),
+        distractor_share: float = typer.Option(_default("distractor_share"), "--distractor-share", metavar="X", help="Size of the distractor cluster against the main one."),
+        real_facts: int = typer.Option(_default("real_facts"), "--real-facts", metavar="N", help="Bank facts beyond those of the towns' countries."),
+        questions: int = typer.Option(_default("questions"), "--questions", metavar="N", help="Most questions per hop count (real 1-hop: twice that)."),
+        comparisons: int = typer.Option(_default("comparisons"), "--comparisons", metavar="N", help="Most comparison questions."),
+        max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per probe answer."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the probe's progress."),
     ) -> None:
         """Generate a world: corpus, entities, facts, train/dev/test questions and a manifest."""
@@ -48,9 +55,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
     @world.command("check")
     def check_command(
-        world_dir: Path = typer.Option(..., "--world", help="A world made with --model M."),
-        model: str = typer.Option("bundled", "--model", help=f"The model the world was probed with ({MODEL_HELP})."),
-        max_new_tokens: int = typer.Option(8, "--max-new-tokens", help="Tokens per answer."),
+        world_dir: Path = typer.Option(..., "--world", metavar="DIR", help="A world made with --model M."),
+        model: str = typer.Option("bundled", "--model", metavar="SPEC", help=f"The model the world was probed with ({MODEL_HELP})."),
+        max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per answer."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
     ) -> None:
         """Closed-book EM on known and unknown 1-hop dev facts, and EM reading the gold passage."""

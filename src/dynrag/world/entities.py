@@ -30,13 +30,13 @@ class WorldOptions(Options):
     """What ``dynrag world make`` builds; the seed and these sizes fix every byte of the world."""
 
     seed: int = 1
-    people: int = Field(16, ge=2)
-    companies: int = Field(6, ge=2)
-    schools: int = Field(4, ge=1)
-    towns: int = Field(6, ge=1)
+    people: int = Field(30, ge=2)
+    companies: int = Field(10, ge=2)
+    schools: int = Field(6, ge=1)
+    towns: int = Field(10, ge=1)
     distractor_share: float = Field(0.5, ge=0.0, le=2.0)  # distractor cluster size / main cluster size
     real_facts: int = Field(40, ge=0)  # bank facts beyond those of the towns' countries
-    questions: int = Field(40, ge=1)  # most questions per hop count (1, 2, 3)
+    questions: int = Field(60, ge=1)  # most questions per hop count (1, 2, 3)
     comparisons: int = Field(20, ge=0)
 
 
