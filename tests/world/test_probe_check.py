@@ -101,3 +101,30 @@ def test_check_measures_known_unknown_and_reading(tmp_path: Path):
     saved = json.loads((tmp_path / "check-scripted.json").read_text())
     assert saved["groups"] == groups
     assert all(re.match(r"w7-dev-", item["id"]) for item in saved["items"])
+
+
+def test_a_probed_world_is_the_same_bytes_twice(tmp_path: Path):
+    from dynrag.world.entities import generate
+    from dynrag.world.make import read_knowledge
+
+    facts = [BY_ID[f.id] for f in generate(TINY).facts if f.real]
+    for name in ("a", "b"):
+        probe_world(ScriptedLM(oracle), "scripted", facts, tmp_path / name, Console(quiet=True), progress=False)
+        knowledge = read_knowledge(tmp_path / name / "knowledge-scripted.json")
+        make_world(TINY, tmp_path / name, knowledge)
+    for path in sorted((tmp_path / "a").iterdir()):
+        assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes(), path.name
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["model"] == "scripted" and "knowledge-scripted.json" in manifest["sha256"]
+
+
+def test_a_knowledge_file_without_verdicts_is_an_error_naming_it(tmp_path: Path):
+    import pytest
+
+    from dynrag.errors import DataError
+    from dynrag.world.make import read_knowledge
+
+    path = tmp_path / "knowledge-x.json"
+    path.write_text(json.dumps({"model": "x", "facts": {"real:capital:Peru": {"verdict": "maybe"}}}))
+    with pytest.raises(DataError, match=r"knowledge-x\.json: fact 'real:capital:Peru' has no verdict among known"):
+        read_knowledge(path)
