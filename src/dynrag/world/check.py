@@ -27,6 +27,10 @@ READING_EXEMPLARS = (
      "Who was the first captain of Quillmarsh Ferries?", "Odile Venn"),
     ("The village of Harrowgate End sits where two brooks meet. It is known for its slate roofs.",
      "What is Harrowgate End known for?", "its slate roofs"),
+    ("Mirela Dunst spent forty years as a ferryman on the Lowen estuary.",
+     "What was the job of Mirela Dunst?", "ferryman"),
+    ("Ostrey Glassworks keeps its furnaces in Carrow Vale. Ines Talbec set it up with two brothers.",
+     "Who set up Ostrey Glassworks?", "Ines Talbec"),
 )
 
 

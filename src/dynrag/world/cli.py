@@ -35,7 +35,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         towns: int = typer.Option(_default("towns"), "--towns", metavar="N", help="Towns in the main cluster."),
         distractor_share: float = typer.Option(_default("distractor_share"), "--distractor-share", metavar="X", help="Size of the distractor cluster against the main one."),
         real_facts: int = typer.Option(_default("real_facts"), "--real-facts", metavar="N", help="Bank facts beyond those of the towns' countries."),
-        questions: int = typer.Option(_default("questions"), "--questions", metavar="N", help="Most questions per hop count (real 1-hop: twice that)."),
+        questions: int = typer.Option(_default("questions"), "--questions", metavar="N", help="Most questions per hop count (1-hop, fictional and real each: twice that)."),
         comparisons: int = typer.Option(_default("comparisons"), "--comparisons", metavar="N", help="Most comparison questions."),
         max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per probe answer."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the probe's progress."),

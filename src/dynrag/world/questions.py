@@ -120,7 +120,7 @@ def _comparisons(world: World, split_of: dict[str, str], rng: random.Random) -> 
 
 def make_questions(world: World, knowledge: Knowledge) -> list[Question]:
     """The world's questions in a fixed order: 1-, 2-, 3-hop bridges, then comparisons; each kind
-    a seeded sample of at most ``options.questions`` (``options.comparisons``)."""
+    a seeded sample of at most ``options.questions`` (one hop: twice that; comparisons: ``options.comparisons``)."""
     rng = random.Random(f"dynrag-world-questions:{world.options.seed}")
     split_of = assign_splits(world)
     by_hops: dict[tuple[int, bool], list[Question]] = {}
@@ -134,7 +134,7 @@ def make_questions(world: World, knowledge: Knowledge) -> list[Question]:
     out: list[Question] = []
     for key in sorted(by_hops):
         pool = by_hops[key]
-        cap = world.options.questions * (2 if key[1] else 1)
+        cap = world.options.questions * (2 if key[0] == 1 else 1)  # one-hop: what `check` measures
         picked = sorted(rng.sample(range(len(pool)), min(cap, len(pool))))
         out += [pool[i] for i in picked]
     pairs = _comparisons(world, split_of, rng)
