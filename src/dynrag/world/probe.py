@@ -72,7 +72,7 @@ def run_probe(lm: Any, facts: Sequence[RealFact], log: Path, console: Console, p
         console.print(f"probe: resuming, {total - len(todo)} of {total} questions already answered")
     with JsonlAppender(log) as out, progress_bar("probe", total, total - len(todo), console, progress,
                                                  unit="questions") as bar:
-        right = 0
+        right = sum(1 for r in done.values() if r.get("correct"))  # answered before a restart too
         for fact, i, question in todo:
             prediction = ask(lm, closed_book_prompt(question), max_new_tokens)
             record = {"fact": fact.id, "phrasing": i, "question": question, "prediction": prediction,
