@@ -19,7 +19,7 @@ FLOORS = {
     "lm": 2, "retrieval": 2,
     "rerank": 3, "context": 3, "classify": 3,
     "methods": 4,
-    "eval": 5, "deeprag": 5, "config": 5, "run": 5,
+    "eval": 5, "deeprag": 5, "config": 5, "run": 5, "world": 5,
     "cli": 6, "demo": 6, "render": 6, "serve": 6, "__main__": 6,
 }
 

@@ -171,7 +171,7 @@ def test_missing_file_and_unknown_dataset(tmp_path):
 def test_the_dataset_registry_names_every_format_once():
     from dynrag.eval.datasets import DATASETS, dataset_spec as dataset
 
-    assert DATASETS.names() == ["hotpotqa", "2wikimultihopqa", "musique", "strategyqa", "iirc", "popqa", "jsonl"]
+    assert DATASETS.names() == ["hotpotqa", "2wikimultihopqa", "musique", "strategyqa", "iirc", "popqa", "jsonl", "world"]
     assert dataset("strategyqa").yes_no and not dataset("hotpotqa").yes_no
     assert dataset("popqa").exemplar_style == "default" and dataset("musique").exemplar_style == "musique"
     with pytest.raises(ConfigError, match="unknown dataset 'squad'; choose one of: hotpotqa, 2wikimultihopqa"):

@@ -9,9 +9,9 @@ from typing import Callable, ContextManager, Optional
 import typer
 from rich.console import Console
 
-DATASET_NAMES = "hotpotqa, 2wikimultihopqa, musique, strategyqa, iirc, popqa, jsonl"
+DATASET_NAMES = "hotpotqa, 2wikimultihopqa, musique, strategyqa, iirc, popqa, jsonl, world"
 MODEL_HELP = "bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"
-TEACHER_HELP = "target (the target model, default) | dataset (gold decomposition: musique, strategyqa, 2wikimultihopqa) | a model spec"
+TEACHER_HELP = "target (the target model, default) | dataset (gold decomposition: musique, strategyqa, 2wikimultihopqa, world) | a model spec"
 
 
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:

@@ -27,7 +27,7 @@ from dynrag.methods.deeprag.writer import NarrativeWriter
 from dynrag.registry import Options, Registry
 
 # Datasets whose loader fills QAExample.decomposition.
-DECOMPOSED_DATASETS = ("musique", "strategyqa", "2wikimultihopqa")
+DECOMPOSED_DATASETS = ("musique", "strategyqa", "2wikimultihopqa", "world")
 
 
 class Teacher(Protocol):

@@ -17,6 +17,7 @@ class QAExample:
     supporting: list[str] = field(default_factory=list)  # ids of supporting passages in contexts
     # Gold sub-questions ("#k" = answer of the k-th), where the dataset has them (eval/decomposition.py).
     decomposition: list[str] = field(default_factory=list)
+    needs_retrieval: bool | None = None  # a generated world's ground truth: some hop is unknown to the model
 
 
 @dataclass

@@ -62,6 +62,7 @@ def make_record(
         "generated_tokens": int(answer.get("generated_tokens") or 0),
         "kept_tokens": int(answer.get("kept_tokens", answer.get("generated_tokens")) or 0),
         "seconds": round(seconds, 3),
+        **({"needs_retrieval": example.needs_retrieval} if example.needs_retrieval is not None else {}),
     }
 
 
@@ -113,6 +114,10 @@ def summarize(
         "support_recall": support_recall,
         "support_all": support_all,
     }
+    if any(p.get("needs_retrieval") is not None for p in preds):  # a generated world (docs/world.md)
+        from dynrag.world.decisions import retrieval_decisions
+
+        summary["retrieval_decisions"] = retrieval_decisions(preds)
     summary.update(meta or {})
     return summary
 

@@ -15,3 +15,4 @@ from dynrag.eval.datasets import strategyqa  # noqa: E402,F401
 from dynrag.eval.datasets import iirc  # noqa: E402,F401
 from dynrag.eval.datasets import popqa  # noqa: E402,F401
 from dynrag.eval.datasets import jsonl  # noqa: E402,F401
+from dynrag.eval.datasets import world  # noqa: E402,F401

@@ -1,0 +1,100 @@
+"""``world check``: does the world control what the model knows? Three figures on dev's 1-hop
+questions, each asked in the phrasing the probe never used:
+
+- ``known``: closed-book EM on facts the probe found known (target >= 0.8);
+- ``unknown``: closed-book EM on unknown facts, fictional and real (target <= 0.05);
+- ``reading``: EM on the fictional facts with the gold passage in the prompt (target >= 0.8).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dynrag.errors import DataError
+from dynrag.io.files import atomic_write_json
+from dynrag.io.jsonl import read_jsonl
+from dynrag.progress import progress_bar
+from dynrag.world.make import model_tag
+from dynrag.world.probe import MAX_NEW_TOKENS, ask, closed_book_prompt, is_correct, short_answer
+
+TARGETS = {"known": (">=", 0.8), "unknown": ("<=", 0.05), "reading": (">=", 0.8)}
+READING_EXEMPLARS = (
+    ("Quillmarsh Ferries began carrying passengers across the bay in 1903. Its first captain was Odile Venn.",
+     "Who was the first captain of Quillmarsh Ferries?", "Odile Venn"),
+    ("The village of Harrowgate End sits where two brooks meet. It is known for its slate roofs.",
+     "What is Harrowgate End known for?", "its slate roofs"),
+    ("Mirela Dunst spent forty years as a ferryman on the Lowen estuary.",
+     "What was the job of Mirela Dunst?", "ferryman"),
+    ("Ostrey Glassworks keeps its furnaces in Carrow Vale. Ines Talbec set it up with two brothers.",
+     "Who set up Ostrey Glassworks?", "Ines Talbec"),
+)
+
+
+def reading_prompt(passage: str, question: str) -> str:
+    shots = "".join(f"Passage: {p}\nQuestion: {q}\nAnswer: {a}\n\n" for p, q, a in READING_EXEMPLARS)
+    return (f"Answer each question from its passage with a short answer.\n\n{shots}"
+            f"Passage: {passage}\nQuestion: {question}\nAnswer:")
+
+
+def check_items(dev: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """(group, question, answers, prompt) of every figure's question, in dev's order."""
+    items = []
+    for record in dev:
+        hops = record["question_decomposition"]
+        if record["world"]["kind"] != "bridge" or len(hops) != 1 or hops[0]["known"] is None:
+            continue
+        hop = hops[0]
+        answers = [record["answer"], *record.get("answer_aliases", [])]
+        group = "known" if hop["known"] else "unknown"
+        items.append({"group": group, "real": hop["real"], "id": record["id"], "question": record["question"],
+                      "answers": answers, "prompt": closed_book_prompt(record["question"])})
+        if not hop["real"]:
+            passage = record["paragraphs"][hop["paragraph_support_idx"]]["paragraph_text"]
+            items.append({"group": "reading", "real": False, "id": record["id"], "question": record["question"],
+                          "answers": answers, "prompt": reading_prompt(passage, record["question"])})
+    return items
+
+
+def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
+    groups: dict[str, Any] = {}
+    for name, (op, target) in TARGETS.items():
+        rows = [r for r in results if r["group"] == name]
+        em = sum(r["correct"] for r in rows) / len(rows) if rows else None
+        met = None if em is None else (em >= target if op == ">=" else em <= target)
+        groups[name] = {"n": len(rows), "em": em, "target": f"{op} {target}", "met": met}
+    real_unknown = [r for r in results if r["group"] == "unknown" and r["real"]]
+    groups["unknown"]["n_real"] = len(real_unknown)
+    return groups
+
+
+def run_check(lm: Any, model: str, world: Path, console: Console, progress: bool = True,
+              max_new_tokens: int = MAX_NEW_TOKENS) -> dict[str, Any]:
+    dev_path = Path(world) / "dev.jsonl"
+    if not dev_path.exists():
+        raise DataError(str(dev_path), "no dev split (run `dynrag world make` first)")
+    items = check_items(read_jsonl(dev_path, whole=True))
+    results = []
+    with progress_bar("check", len(items), 0, console, progress, unit="questions") as bar:
+        for item in items:
+            generated = ask(lm, item["prompt"], max_new_tokens)
+            results.append({k: v for k, v in item.items() if k != "prompt"} |
+                           {"prediction": short_answer(generated), "correct": is_correct(generated, item["answers"])})
+            bar.advance()
+    report = {"model": model, "world": str(world), "groups": summarise(results), "items": results}
+    atomic_write_json(Path(world) / f"check-{model_tag(model)}.json", report)
+    return report
+
+
+def table(report: dict[str, Any]) -> Table:
+    out = Table(title=f"world check: {report['model']}")
+    for column in ("figure", "questions", "EM", "target", "met"):
+        out.add_column(column)
+    for name, g in report["groups"].items():
+        em = "-" if g["em"] is None else f"{g['em']:.3f}"
+        met = "-" if g["met"] is None else ("yes" if g["met"] else "no")
+        out.add_row(name, str(g["n"]), em, g["target"], met)
+    return out

@@ -1,0 +1,96 @@
+"""The `world` commands (make, check); dynrag.cli registers them through ``register``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Callable, ContextManager, Optional
+
+import typer
+from rich.console import Console
+
+MODEL_HELP = "bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"
+
+
+def _default(option: str):
+    """A size's default, from WorldOptions (the one place defaults are written)."""
+    from dynrag.world.entities import WorldOptions
+
+    return WorldOptions.model_fields[option].default
+
+
+def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
+    world = typer.Typer(no_args_is_help=True, help="A generated benchmark whose facts the model is known to know or not.")
+
+    @world.command("make")
+    def make_command(
+        out: Path = typer.Option(..., "--out", metavar="DIR", help="World directory (created; files in it are replaced)."),
+        seed: int = typer.Option(1, "--seed", metavar="N", help="Seed: the same seed and sizes give the same bytes."),
+        model: Optional[str] = typer.Option(None, "--model", metavar="SPEC", help=f"Probe this model first ({MODEL_HELP}); "
+                                            "without it real facts stay unprobed (known: null)."),
+        people: int = typer.Option(_default("people"), "--people", metavar="N", help="People in the main cluster."),
+        companies: int = typer.Option(_default("companies"), "--companies", metavar="N", help="Companies in the main cluster."),
+        schools: int = typer.Option(_default("schools"), "--schools", metavar="N", help="Schools in the main cluster."),
+        towns: int = typer.Option(_default("towns"), "--towns", metavar="N", help="Towns in the main cluster."),
+        distractor_share: float = typer.Option(_default("distractor_share"), "--distractor-share", metavar="X", help="Size of the distractor cluster against the main one."),
+        real_facts: int = typer.Option(_default("real_facts"), "--real-facts", metavar="N", help="Bank facts beyond those of the towns' countries."),
+        questions: int = typer.Option(_default("questions"), "--questions", metavar="N", help="Most questions per hop count (1-hop, fictional and real each: twice that)."),
+        comparisons: int = typer.Option(_default("comparisons"), "--comparisons", metavar="N", help="Most comparison questions."),
+        max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per probe answer."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the probe's progress."),
+    ) -> None:
+        """Generate a world: corpus, entities, facts, train/dev/test questions and a manifest."""
+        with user_errors():
+            from dynrag.registry import parse_model
+            from dynrag.world.entities import WorldOptions
+
+            options = parse_model(WorldOptions, dict(
+                seed=seed, people=people, companies=companies, schools=schools, towns=towns,
+                distractor_share=distractor_share, real_facts=real_facts, questions=questions,
+                comparisons=comparisons), "world make")
+            manifest = _make(options, out, model, max_new_tokens, progress)
+            sys.stdout.write(json.dumps({"out": str(out), "model": manifest["model"], "counts": manifest["counts"]},
+                                        indent=2) + "\n")
+
+    @world.command("check")
+    def check_command(
+        world_dir: Path = typer.Option(..., "--world", metavar="DIR", help="A world made with --model M."),
+        model: str = typer.Option("bundled", "--model", metavar="SPEC", help=f"The model the world was probed with ({MODEL_HELP})."),
+        max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per answer."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+    ) -> None:
+        """Closed-book EM on known and unknown 1-hop dev facts, and EM reading the gold passage."""
+        with user_errors():
+            from dynrag.errors import ConfigError
+            from dynrag.lm.loader import load_lm
+            from dynrag.world.check import run_check, table
+            from dynrag.world.make import read_manifest
+
+            manifest = read_manifest(world_dir)
+            if manifest.get("model") != model:
+                raise ConfigError(f"--model {model}: {world_dir} was probed with {manifest.get('model')!r}; "
+                                  f"make it with `dynrag world make --model {model}`")
+            lm = load_lm(model, progress=progress)
+            report = run_check(lm, model, world_dir, Console(stderr=True), progress, max_new_tokens)
+            Console().print(table(report))
+
+    app.add_typer(world, name="world")
+
+
+def _make(options, out: Path, model: str | None, max_new_tokens: int, progress: bool) -> dict:
+    from dynrag.world.bank import BY_ID
+    from dynrag.world.entities import generate
+    from dynrag.world.knowledge import Knowledge
+    from dynrag.world.make import make_world
+
+    knowledge = Knowledge()
+    if model is not None:
+        from dynrag.lm.loader import load_lm
+        from dynrag.world.probe import probe_world
+
+        facts = [BY_ID[f.id] for f in generate(options).facts if f.real]
+        lm = load_lm(model, progress=progress)
+        record = probe_world(lm, model, facts, out, Console(stderr=True), progress, max_new_tokens)
+        knowledge = Knowledge(model, {k: v["verdict"] for k, v in record["facts"].items()})
+    return make_world(options, out, knowledge)

@@ -1,0 +1,73 @@
+"""Writing a world directory: each file atomically, ``manifest.json`` last (format version, seed,
+options, probed model, counts, sha256 of every file), so a killed ``world make`` leaves either the
+old manifest or one that matches the files beside it."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from dynrag.errors import DataError
+from dynrag.io.files import atomic_write_bytes, atomic_write_json, read_json
+from dynrag.world.build import FORMAT_VERSION, build_files, counts
+from dynrag.world.entities import WorldOptions
+from dynrag.world.knowledge import VERDICTS, Knowledge
+
+MANIFEST = "manifest.json"
+
+
+def model_tag(spec: str) -> str:
+    """A file-name-safe form of a model spec: ``bundled`` -> ``bundled``, ``hf:a/b`` -> ``hf_a_b``."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", spec).strip("_") or "model"
+
+
+def knowledge_path(world: Path, spec: str) -> Path:
+    return Path(world) / f"knowledge-{model_tag(spec)}.json"
+
+
+def read_knowledge(path: Path) -> Knowledge:
+    data = read_json(path, "world knowledge file")
+    if not isinstance(data, dict) or not isinstance(data.get("facts"), dict):
+        raise DataError(str(path), "expected an object with 'model' and 'facts' {fact id: verdict}")
+    bad = sorted(k for k, v in data["facts"].items() if not isinstance(v, dict) or v.get("verdict") not in VERDICTS)
+    if bad:
+        raise DataError(str(path), f"fact {bad[0]!r} has no verdict among {', '.join(VERDICTS)}")
+    return Knowledge(str(data.get("model")), {k: v["verdict"] for k, v in data["facts"].items()})
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def make_world(options: WorldOptions, out: Path, knowledge: Knowledge) -> dict[str, Any]:
+    """Write the world into ``out`` and return its manifest."""
+    out = Path(out)
+    files = build_files(options, knowledge)
+    for name, data in files.items():
+        atomic_write_bytes(out / name, data)
+    digests = {name: sha256(data) for name, data in sorted(files.items())}
+    kpath = knowledge_path(out, knowledge.model) if knowledge.model is not None else None
+    if kpath is not None and kpath.exists():  # the probe's verdicts the questions were chained by
+        digests[kpath.name] = sha256(kpath.read_bytes())
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "seed": options.seed,
+        "options": options.model_dump(),
+        "model": knowledge.model,
+        "counts": counts(files),
+        "sha256": digests,
+    }
+    atomic_write_json(out / MANIFEST, manifest)
+    return manifest
+
+
+def read_manifest(world: Path) -> dict[str, Any]:
+    path = Path(world) / MANIFEST
+    if not path.exists():
+        raise DataError(str(path), "no world here (run `dynrag world make --out DIR` first)")
+    data = read_json(path, "world manifest")
+    if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
+        raise DataError(str(path), f"not a world manifest of format version {FORMAT_VERSION}")
+    return data

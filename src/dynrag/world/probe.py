@@ -1,0 +1,107 @@
+"""The probe: what a model knows of the real-fact bank, asked closed book in three phrasings.
+
+Each phrasing is one greedy generation after a few worked examples of our own (on subjects the bank
+leaves out); its answer is the first line, cut at a comma, compared by normalised exact match.
+Every answer is appended to ``probe-<model>.jsonl`` as it comes, so a killed probe resumes where
+it stopped; the verdicts (``knowledge.verdict``) go to ``knowledge-<model>.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+
+from dynrag.eval.metrics import exact_match
+from dynrag.io.files import atomic_write_json
+from dynrag.io.jsonl import JsonlAppender, read_jsonl
+from dynrag.progress import progress_bar
+from dynrag.world.bank import RealFact, phrasings
+from dynrag.world.knowledge import VERDICTS, verdict
+from dynrag.world.make import knowledge_path, model_tag
+
+EXEMPLARS = (
+    ("What is the capital of Japan?", "Tokyo"),
+    ("Who wrote The Raven?", "Edgar Allan Poe"),
+    ("What is the chemical symbol for gold?", "Au"),
+    ("On which continent is Kenya?", "Africa"),
+    ("Which river flows through Baghdad?", "Tigris"),
+)
+INSTRUCTION = "Answer each question with a short answer.\n\n"
+MAX_NEW_TOKENS = 8
+
+
+def closed_book_prompt(question: str) -> str:
+    shots = "".join(f"Question: {q}\nAnswer: {a}\n\n" for q, a in EXEMPLARS)
+    return f"{INSTRUCTION}{shots}Question: {question}\nAnswer:"
+
+
+def short_answer(text: str) -> str:
+    """The answer in a generation: its first line, cut at a comma or semicolon, without a final stop."""
+    line = text.strip().split("\n", 1)[0]
+    for mark in (",", ";"):
+        line = line.split(mark, 1)[0]
+    return line.strip().rstrip(".").strip()
+
+
+def is_correct(generated: str, answers: Sequence[str]) -> bool:
+    """Normalised exact match of the short answer, or of it without a plural "s" ("Rupees")."""
+    answer = short_answer(generated)
+    singular = answer[:-1] if answer.lower().endswith("s") and len(answer) > 3 else answer
+    return bool(exact_match(answer, answers) or exact_match(singular, answers))
+
+
+def ask(lm: Any, prompt: str, max_new_tokens: int = MAX_NEW_TOKENS) -> str:
+    return lm.generate(prompt, max_new_tokens, stop=("\n",)).text
+
+
+def _valid(record: Any) -> str | None:
+    if not isinstance(record, dict) or not isinstance(record.get("fact"), str) or not isinstance(record.get("phrasing"), int):
+        return "expected a probe answer {fact, phrasing, question, prediction, correct}"
+    return None
+
+
+def run_probe(lm: Any, facts: Sequence[RealFact], log: Path, console: Console, progress: bool = True,
+              max_new_tokens: int = MAX_NEW_TOKENS) -> dict[tuple[str, int], dict[str, Any]]:
+    """Ask every phrasing of ``facts`` not yet in ``log``; return all answers by (fact id, phrasing)."""
+    done = {(r["fact"], r["phrasing"]): r for r in read_jsonl(log, repair=True, validate=_valid)}
+    todo = [(f, i, q) for f in facts for i, q in enumerate(phrasings(f)) if (f.id, i) not in done]
+    total = len(todo) + sum(1 for f in facts for i in range(3) if (f.id, i) in done)
+    if todo and done:
+        console.print(f"probe: resuming, {total - len(todo)} of {total} questions already answered")
+    with JsonlAppender(log) as out, progress_bar("probe", total, total - len(todo), console, progress,
+                                                 unit="questions") as bar:
+        right = sum(1 for r in done.values() if r.get("correct"))  # answered before a restart too
+        for fact, i, question in todo:
+            prediction = ask(lm, closed_book_prompt(question), max_new_tokens)
+            record = {"fact": fact.id, "phrasing": i, "question": question, "prediction": prediction,
+                      "correct": is_correct(prediction, fact.answers)}
+            out.append(record)
+            done[(fact.id, i)] = record
+            right += record["correct"]
+            bar.advance(stats=f"right {right}")
+    return done
+
+
+def knowledge_record(model: str, facts: Sequence[RealFact], answers: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+    """The contents of ``knowledge-<model>.json``."""
+    out: dict[str, Any] = {}
+    for fact in facts:
+        rows = [answers[(fact.id, i)] for i in range(3)]
+        # Scored again from the saved generation: a corrected alias needs no second probe.
+        correct = [is_correct(r["prediction"], fact.answers) for r in rows]
+        out[fact.id] = {"verdict": verdict(correct), "answer": fact.answer,
+                        "predictions": [short_answer(r["prediction"]) for r in rows]}
+    tally = {v: sum(1 for r in out.values() if r["verdict"] == v) for v in VERDICTS}
+    return {"format_version": 1, "model": model, "counts": tally, "facts": out}
+
+
+def probe_world(lm: Any, model: str, facts: Sequence[RealFact], world: Path, console: Console,
+                progress: bool = True, max_new_tokens: int = MAX_NEW_TOKENS) -> dict[str, Any]:
+    """Probe ``facts`` (resuming from the world's probe log) and write ``knowledge-<model>.json``."""
+    log = Path(world) / f"probe-{model_tag(model)}.jsonl"
+    answers = run_probe(lm, facts, log, console, progress, max_new_tokens)
+    record = knowledge_record(model, facts, answers)
+    atomic_write_json(knowledge_path(world, model), record)
+    return record
