@@ -76,6 +76,13 @@ def test_a_fast_test_over_the_budget_fails_naming_itself_and_its_cpu(pytester, m
     assert spent["test_pays_for_its_own_fixture"] >= 0.24
 
 
+def test_the_budget_applies_to_suite_runs_or_when_given():
+    from tests.cpu_budget import MIN_TESTS, budget_applies
+
+    assert budget_applies(False, MIN_TESTS) and budget_applies(True, 1)
+    assert not budget_applies(False, MIN_TESTS - 1)  # one file: its first test pays the imports
+
+
 def test_a_budget_of_zero_turns_the_check_off(pytester, monkeypatch):
     result, spent = run_suite(pytester, monkeypatch, "0")
     result.assert_outcomes(passed=5)
