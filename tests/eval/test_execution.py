@@ -129,6 +129,7 @@ def test_an_exception_in_a_worker_is_raised_by_the_coordinator(tmp_path):
     assert "q1" not in saved and len(saved) == len(set(saved))
 
 
+@pytest.mark.slow
 def test_workers_resume_a_run_started_in_one_process(tmp_path):
     rows = fx.qa_rows(6)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)

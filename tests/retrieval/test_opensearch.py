@@ -24,6 +24,7 @@ from dynrag.retrieval.bm25 import BM25Index
 from dynrag.retrieval.factory import open_retriever
 from dynrag.retrieval.opensearch import OpenSearchRetriever, connect, index_meta
 from dynrag.retrieval.opensearch_ingest import build_opensearch_index, source_identity
+from tests.cli_inprocess import run_dynrag
 
 REPO = Path(__file__).resolve().parents[2]
 DYNRAG = str(Path(sys.executable).parent / "dynrag")
@@ -97,6 +98,7 @@ def corpus_file(path: Path, n: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_sigkill_mid_ingest_then_the_same_command_completes_without_duplicates(opensearch_url, tmp_path):
     n = 4000
     corpus = corpus_file(tmp_path / "corpus.jsonl", n)
@@ -156,6 +158,6 @@ def test_errors_are_one_line(opensearch_url, demo_index, tmp_path):
         (["index", str(demo_passages_path()), "--engine", "opensearch", "--url", "http://127.0.0.1:9"],
          "cannot reach OpenSearch at http://127.0.0.1:9"),
     ):
-        done = subprocess.run([DYNRAG, *args], cwd=REPO, capture_output=True, text=True)
+        done = run_dynrag(*args)
         assert done.returncode == 1 and message in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # one line, no traceback
