@@ -1,11 +1,13 @@
 """One run's configuration: a YAML file (``--config run.yaml``) and command-line flags over it.
 
-``dynrag ask``, ``dynrag eval`` and ``dynrag eval-retrieval`` read the same ``RunConfig``; each
-uses the keys it needs (a file can hold them all). A flag given on the command line wins over the
-file's value; ``--option`` / ``--retriever-option`` pairs are merged into the file's ``options`` /
-``retriever_options`` key by key. Every key is validated: an unknown or bad one is an error naming
-its key path and where it came from (``run.yaml: retriever_options.alpah: ...``), the method's
-options against the method registry and the retriever's against the retriever registry.
+``dynrag ask``, ``dynrag serve``, ``dynrag eval`` and ``dynrag eval-retrieval`` read the same
+``RunConfig``; each uses the keys it needs (a file can hold them all). A flag given on the command
+line wins over the file's value; ``--option`` / ``--retriever-option`` pairs are merged into the
+file's ``options`` / ``retriever_options`` key by key. Every key is validated: an unknown or bad
+one is an error naming its key path and where it came from (``run.yaml: retriever_options.alpah:
+...``). The method's options and the retriever's are checked against their registries by
+``dynrag.run.plan.make_plan`` (``section_options``), once the plan knows which method and which
+retriever (a preset's, when none is named) they belong to.
 
 An eval run directory keeps the resolved configuration as ``config.yaml`` (written by the runner
 with these keys), so ``dynrag eval --config RUN/config.yaml`` runs the same evaluation again:

@@ -1,10 +1,11 @@
 """The retriever registry: every retriever by name, with its typed options and how to open it.
 
-Used by `dynrag ask`, `dynrag eval` (``--retriever NAME --retriever-option KEY=VALUE``) and
-`dynrag eval-retrieval` (``--option``), so every command picks its retriever the same way, and
-their help and "unknown retriever" errors list ``RETRIEVERS``. An entry's opener is called as
+Used by `dynrag ask`, `dynrag eval`, `dynrag serve` and `dynrag eval-retrieval` (``--retriever
+NAME --retriever-option KEY=VALUE``, planned by ``dynrag.run.plan``), so every command picks its
+retriever the same way, and their help and "unknown retriever" errors list ``RETRIEVERS``. An entry's opener is called as
 ``opener(options, index_dir, *, work_dir, progress)``; ``index_dir`` is the ``dynrag index``
-directory, or None for a retriever that keeps its passages elsewhere (a search server). The dense
+directory, or None for a retriever that keeps its passages elsewhere (a search server); what a caller
+may ask of a retriever before opening it is its entry's ``RetrieverTraits``. The dense
 part (``INDEX/dense``) and the Milvus collection are built from the index's passages on first use
 and reused afterwards. Adding a retriever: its module, an Options model and one entry here.
 """
