@@ -94,19 +94,19 @@ def load_lm(spec: str | ModelSpec = "bundled", progress: bool = True) -> Languag
     return _load_hf_dir(model_directory(parsed, progress), parsed.base, parsed.options)
 
 
-def local_weights(target: str | Path, label: str, options: ModelOptions, placement: Placement) -> Path | str:
+def local_weights(target: str | Path, spec: str, options: ModelOptions, placement: Placement) -> Path | str:
     """A directory holding the model's files, checked to fit in memory first: a local directory
     as it is; a hub id's config.json fetched, the fit checked, then the rest downloaded."""
     directory = Path(target).expanduser()
     if directory.is_dir():
-        check_fits(directory, label, placement.device, placement.dtype, placement.bytes_per_parameter,
+        check_fits(directory, repr(spec), placement.device, placement.dtype, placement.bytes_per_parameter,
                    options.device_map)
         return directory
     target = str(target)
-    config = fetch_config(label, target, options.revision)
-    check_fits(config.parent, label, placement.device, placement.dtype, placement.bytes_per_parameter,
+    config = fetch_config(spec, target, options.revision)
+    check_fits(config.parent, repr(spec), placement.device, placement.dtype, placement.bytes_per_parameter,
                options.device_map)
-    return fetch_model(label, target, options.revision)
+    return fetch_model(spec, target, options.revision)
 
 
 def model_directory(spec: str | ModelSpec, progress: bool = True) -> str | Path:
@@ -126,16 +126,20 @@ def is_http_spec(spec: str) -> bool:
     return ModelSpec.parse(spec).is_http
 
 
-def load_pretrained(target: str | Path, label: str, options: ModelOptions | None = None) -> tuple[Any, Any]:
+def load_pretrained(
+    target: str | Path, label: str, options: ModelOptions | None = None, spec: str | None = None
+) -> tuple[Any, Any]:
     """(causal LM, tokenizer) from a transformers directory or hub id, placed and in the precision
     the options ask (``device``/``dtype``/``device_map``/``revision``; by default float32 on the CPU
     where no GPU is present); a hub id not cached downloads unless offline; a model that cannot fit
-    is refused first (lm/memory.py). A failure is one line, "cannot load model LABEL: <why>"."""
+    is refused first (lm/memory.py). A failure is one line, "cannot load model LABEL: <why>"; the
+    hub and memory lines name ``spec`` (default: ``target``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     options = options or ModelOptions()
-    placement = resolve_placement(options.device, options.dtype, spec=label.strip("'"))
-    directory = local_weights(target, label, options, placement)
+    spec = str(target) if spec is None else spec
+    placement = resolve_placement(options.device, options.dtype, spec=spec)
+    directory = local_weights(target, spec, options, placement)
     kwargs: dict[str, Any] = {"dtype": placement.torch_dtype}
     if options.device_map:
         kwargs["device_map"] = options.device_map
@@ -156,7 +160,7 @@ def _load_hf_dir(target: str | Path, name: str, options: ModelOptions | None = N
 
     hf_logging.disable_progress_bar() if not _is_tty() else None
     options = options or ModelOptions()
-    model, tokenizer = load_pretrained(target, repr(name), options)
+    model, tokenizer = load_pretrained(target, repr(name), options, spec=name)
     return HFLanguageModel(model, tokenizer, name=name, kv_reuse=options.kv_reuse, kv_slots=options.kv_slots,
                            draft_tokens=options.lookup)
 
