@@ -138,5 +138,13 @@ class ModelSpec:
             return self
         return replace(self, target=resolve_bundled(self.target).name)
 
+    def with_options(self, **values: object) -> "ModelSpec":
+        """The spec with model options set (checked like written ones), e.g. ``device="cpu"``."""
+        if self.kind == "openai":
+            raise ConfigError(f"model spec {str(self)!r}: a server's model takes no model options")
+        pairs = [p for p in self.query.split("&") if p and p.partition("=")[0] not in values]
+        pairs += [f"{k}={v}" for k, v in values.items()]
+        return ModelSpec.parse(self.base + "?" + "&".join(pairs))
+
     def __str__(self) -> str:
         return self.base + (f"?{self.query}" if self.query else "")
