@@ -144,7 +144,7 @@ def test_a_params_index_json_of_the_wrong_type_is_an_index_error(tmp_path, index
     assert_one_line_error(r, str(broken), "params.index.json", "rebuild it with `dynrag index")
 
 
-def test_hf_model_specs_say_what_is_wrong(tmp_path):
+def test_hf_model_specs_say_what_is_wrong(tmp_path, monkeypatch):
     from dynrag.errors import ConfigError
     from dynrag.lm.loader import check_model_spec
 
@@ -163,8 +163,10 @@ def test_hf_model_specs_say_what_is_wrong(tmp_path):
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
     assert f"hf:{tmp_path}#m.gguf" in message(f"hf:{tmp_path / 'm.gguf'}")
     assert "no such GGUF file" in message(f"hf:{tmp_path}#other.gguf")
-    assert "not in the local Hugging Face cache" in message("hf:no-such-org/no-such-model-xyz") or \
-        "no model of that id in the local Hugging Face cache" in message("hf:no-such-org/no-such-model-xyz")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # online, an uncached id passes the check and downloads on load
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    said = message("hf:no-such-org/no-such-model-xyz")
+    assert "not in the local Hugging Face cache" in said and "HF_HUB_OFFLINE=1" in said
     r = dynrag("ask", "Who?", "--method", "direct", "--model", f"hf:{tmp_path / 'empty'}")
     assert_one_line_error(r, "is an empty directory", "the tokenizer files")
 

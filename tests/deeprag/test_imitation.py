@@ -101,3 +101,16 @@ def test_bad_trajectory_lines_and_options_are_named(tmp_path, tiny_model_dir):
         train_options(["lerning_rate=3"])
     with pytest.raises(ConfigError, match="option 'method'"):
         train_options([], method="half")
+
+
+def test_method_auto_is_lora_only_above_a_billion_parameters():
+    from types import SimpleNamespace
+
+    from dynrag.deeprag.trainer import settle_method
+
+    def sized(n):  # a stand-in model: only its parameter count is read
+        return SimpleNamespace(parameters=lambda: iter([SimpleNamespace(numel=lambda: n)]))
+
+    assert settle_method(TrainOptions(), sized(135_000_000)).method == "full"
+    assert settle_method(TrainOptions(), sized(7_000_000_000)).method == "lora"
+    assert settle_method(TrainOptions(method="full"), sized(7_000_000_000)).method == "full"

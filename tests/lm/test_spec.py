@@ -81,3 +81,9 @@ def test_only_the_spec_module_reads_spec_text():
             if PREFIX_CHECK.search(line):
                 found.append(f"{path.relative_to(SRC)}:{number}: {line.strip()}")
     assert not found, "parse model specs with dynrag.lm.spec.ModelSpec:\n" + "\n".join(found)
+
+
+def test_with_options_sets_model_options_and_keeps_the_others():
+    spec = ModelSpec.parse("hf:org/name?kv_reuse=off&dtype=float32").with_options(dtype="bfloat16", device="cpu")
+    assert str(spec) == "hf:org/name?kv_reuse=off&dtype=bfloat16&device=cpu"
+    assert spec.options.dtype == "bfloat16" and spec.options.kv_reuse == "off"

@@ -63,3 +63,11 @@ def test_a_directory_without_a_model_is_named(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DynragError, match="cannot load cross-encoder model .*empty"):
         CrossEncoderReranker.load(tmp_path / "empty")
+
+
+def test_the_cross_encoder_runs_where_its_device_says(tmp_path):
+    save_tiny_cross_encoder(tmp_path / "ce", num_labels=1)
+    reranker = CrossEncoderReranker.load(tmp_path / "ce", device="cpu")
+    assert reranker.model.device.type == "cpu" and reranker.scores("who built the bridge ?", HITS).shape == (3,)
+    with pytest.raises(ConfigError, match="cuda:99 asked for"):
+        CrossEncoderReranker.load(tmp_path / "ce", device="cuda:99")

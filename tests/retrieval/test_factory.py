@@ -72,3 +72,11 @@ def test_retriever_traits_live_in_the_entries():
     assert retriever_traits("bm25").bm25_backend_key == "backend"
     assert retriever_traits("hybrid").bm25_backend_key == "bm25_backend"
     assert retriever_traits("dense").bm25_backend_key is None and not retriever_traits("opensearch").needs_index
+
+
+def test_the_embedding_device_is_a_checked_retriever_option():
+    from dynrag.retrieval.factory import EmbeddingOptions
+
+    assert EmbeddingOptions().device == "auto" and EmbeddingOptions(device="CUDA:1").device == "cuda:1"
+    with pytest.raises(ValueError, match="choose one of auto, cpu, cuda, cuda:N, mps"):
+        EmbeddingOptions(device="tpu")

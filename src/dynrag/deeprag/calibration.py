@@ -28,9 +28,18 @@ from dynrag.deeprag.losses import completion_logprobs, dpo_loss
 from dynrag.deeprag.models import is_complete, load_trainable, read_meta
 from dynrag.deeprag.pairs import PreferencePair, build_pairs, tokenize_pair
 from dynrag.deeprag.synth import Models, SynthRequest, run_synth
-from dynrag.deeprag.trainer import TrainOptions, identity_options, pin_threads, plan_batches, train_loop
+from dynrag.deeprag.trainer import (
+    TrainOptions,
+    identity_options,
+    model_device,
+    pin_threads,
+    plan_batches,
+    settle_method,
+    train_loop,
+)
 from dynrag.deeprag.trajectory import read_trajectories
 from dynrag.errors import ConfigError, DataError
+from dynrag.lm.device import autocast
 from dynrag.lm.loader import resolve_model
 from dynrag.io.files import atomic_write_json, atomic_write_text
 from dynrag.io.jsonl import JsonlAppender, json_line, read_jsonl
@@ -103,6 +112,8 @@ def run_calibration(req: CalibrationRequest, *, console: Console | None = None, 
             raise DataError(str(out / "synth"), "no preference pairs to train on (no question had a correct narrative)")
         atomic_write_text(out / PAIRS, "".join(json_line(p.to_dict()) for p in pairs))
         model, tokenizer, source = load_trainable(stage_one, progress=progress)
+        options = settle_method(options, model)
+        device = model_device(model)
         tokenized = [tokenize_pair(tokenizer, p) for p in pairs]
         reference = _reference_scores(model, pairs, tokenized, out, console, progress)
         before = shares(pairs, reference)
@@ -117,8 +128,10 @@ def run_calibration(req: CalibrationRequest, *, console: Console | None = None, 
             losses, margins, tokens = [], [], 0
             for i in batch:
                 prompt, chosen, rejected = tokenized[i]
-                lp = completion_logprobs(model, prompt, [chosen, rejected])
-                loss, margin = dpo_loss(lp[0], lp[1], torch.tensor(reference[i][0]), torch.tensor(reference[i][1]), req.beta)
+                with autocast(str(device)):  # bf16 on CUDA; a no-op on the CPU
+                    lp = completion_logprobs(model, prompt, [chosen, rejected]).float()
+                ref = torch.tensor(reference[i], device=device)
+                loss, margin = dpo_loss(lp[0], lp[1], ref[0], ref[1], req.beta)
                 (loss / len(batch)).backward()  # one graph at a time: the same gradient, less memory
                 losses.append(float(loss.detach()))
                 margins.append(float(margin.detach()))

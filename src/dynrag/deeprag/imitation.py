@@ -26,12 +26,15 @@ from dynrag.deeprag.trainer import (
     TrainOptions,
     drop_checkpoint,
     identity_options,
+    model_device,
     pin_threads,
     plan_batches,
+    settle_method,
     train_loop,
 )
 from dynrag.deeprag.trajectory import Trajectory, read_trajectories, trajectory_file
 from dynrag.errors import DataError
+from dynrag.lm.device import autocast
 from dynrag.lm.loader import resolve_model
 from dynrag.io.jsonl import read_jsonl
 from dynrag.io.lock import DirectoryLock
@@ -106,6 +109,8 @@ def run_imitation(req: ImitationRequest, *, console: Console | None = None, prog
     pin_threads(options)
     with DirectoryLock(out, "training directory"):
         model, tokenizer, source = load_trainable(req.model, progress=progress)
+        options = settle_method(options, model)
+        device = model_device(model)
         examples, dropped = build_examples(tokenizer, trajectories, options.max_tokens)
         if not examples:
             raise DataError(str(files[0]), f"every trajectory is longer than --max-tokens {options.max_tokens}")
@@ -118,8 +123,9 @@ def run_imitation(req: ImitationRequest, *, console: Console | None = None, prog
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
         def step(batch: list[int]) -> dict[str, float]:
-            ids, mask, labels = collate([examples[i] for i in batch], pad)
-            loss, learned = imitation_loss(model, ids, mask, labels)
+            ids, mask, labels = (t.to(device) for t in collate([examples[i] for i in batch], pad))
+            with autocast(str(device)):  # bf16 on CUDA; a no-op on the CPU
+                loss, learned = imitation_loss(model, ids, mask, labels)
             loss.backward()
             return {"loss": loss.item(), "tokens": float(mask.sum()), "learned_tokens": float(learned)}
 

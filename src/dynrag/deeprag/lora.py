@@ -22,16 +22,21 @@ class LoRALinear(nn.Module):
         super().__init__()
         self.base = base
         self.scale = alpha / rank
-        self.lora_a = nn.Parameter(torch.empty(rank, base.in_features, dtype=base.weight.dtype))
-        self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype))
-        nn.init.kaiming_uniform_(self.lora_a, a=math.sqrt(5))
+        # The adapters are float32 whatever the base's precision (Adam on bf16 values loses the small
+        # updates), initialised on the CPU (the same values on every device) and moved to the base's.
+        a = torch.empty(rank, base.in_features, dtype=torch.float32)
+        nn.init.kaiming_uniform_(a, a=math.sqrt(5))
+        device = base.weight.device
+        self.lora_a = nn.Parameter(a.to(device))
+        self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank, dtype=torch.float32, device=device))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base(x) + (x @ self.lora_a.t() @ self.lora_b.t()) * self.scale
+        update = (x.to(self.lora_a.dtype) @ self.lora_a.t() @ self.lora_b.t()) * self.scale
+        return self.base(x) + update.to(x.dtype)
 
     def merged(self) -> nn.Linear:
         with torch.no_grad():
-            self.base.weight += (self.lora_b @ self.lora_a) * self.scale
+            self.base.weight += ((self.lora_b @ self.lora_a) * self.scale).to(self.base.weight.dtype)
         return self.base
 
 

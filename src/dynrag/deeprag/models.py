@@ -47,10 +47,12 @@ def load_trainable(spec: str, progress: bool = True) -> tuple[Any, Any, str]:
 
     from dynrag.lm.spec import ModelSpec
 
-    if ModelSpec.parse(spec).is_http:
+    parsed = ModelSpec.parse(spec)
+    if parsed.is_http:
         raise ConfigError(f"--model {spec!r}: a model behind an HTTP server cannot be trained; pass local weights")
-    source = model_directory(spec, progress=progress)
-    model, tokenizer = load_pretrained(source, f"{spec!r} for training")
+    source = model_directory(parsed, progress=progress)
+    # The spec's device= and dtype= apply (bf16 on a GPU by default); float32 on a CPU as before.
+    model, tokenizer = load_pretrained(source, f"{spec!r} for training", parsed.options, spec=parsed.base)
     return plain_model(model).train(), tokenizer, str(source)
 
 

@@ -27,7 +27,10 @@ TRAIN_LOG = "train_log.jsonl"
 
 
 class TrainOptions(Options):
-    method: Literal["full", "lora"] = Field("full", description="full fine-tune, or LoRA adapters merged at the end")
+    method: Literal["auto", "full", "lora"] = Field(
+        "auto", description="full fine-tune, or LoRA adapters merged at the end; auto: LoRA for a model over "
+        "~1B parameters (a full fine-tune of one needs several times its size in optimizer state), else full",
+    )
     lr: float | None = Field(None, gt=0, description="learning rate (default: by stage and method)")
     epochs: int = Field(1, ge=1)
     max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps")
@@ -42,6 +45,8 @@ class TrainOptions(Options):
     threads: int | None = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
     lora_rank: int = Field(16, ge=1)
     lora_alpha: float = Field(32.0, gt=0)
+    gradient_checkpointing: bool = Field(
+        False, description="recompute activations in the backward pass: less memory for long examples, ~30% slower")
 
 
 # Options that change how a run is carried out, not what it computes: a resumed run may differ in them.
@@ -50,6 +55,24 @@ OPERATIONAL = ("save_every", "save_minutes", "threads")
 
 def identity_options(options: TrainOptions) -> dict[str, Any]:
     return {k: v for k, v in options.model_dump().items() if k not in OPERATIONAL}
+
+
+LORA_ABOVE_PARAMETERS = 1_000_000_000
+
+
+def settle_method(options: TrainOptions, model: Any) -> TrainOptions:
+    """``method=auto`` made concrete for the loaded model (LoRA above ~1B parameters), and
+    gradient checkpointing switched on where asked; what a checkpoint's identity records."""
+    if options.gradient_checkpointing and hasattr(model, "gradient_checkpointing_enable"):
+        model.gradient_checkpointing_enable()
+    if options.method != "auto":
+        return options
+    count = sum(p.numel() for p in model.parameters())
+    return options.model_copy(update={"method": "lora" if count > LORA_ABOVE_PARAMETERS else "full"})
+
+
+def model_device(model: Any) -> torch.device:
+    return next(model.parameters()).device
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int, epochs: int, seed: int, group: int = 16) -> list[list[int]]:

@@ -75,7 +75,7 @@ def capture_attention_forward(module, query, key, value, attention_mask, scaling
             module, rows_query, key, attention_mask, scaling, kwargs.get("softcap"), recorder.per_head
         )
         first = key.shape[2] - probs.shape[0]  # absolute position of the first query row
-        recorder.rows.extend(row[..., : first + i + 1].numpy().copy() for i, row in enumerate(probs))
+        recorder.rows.extend(row[..., : first + i + 1].cpu().numpy().copy() for i, row in enumerate(probs))
     return output
 
 

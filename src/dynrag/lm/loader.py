@@ -10,6 +10,9 @@ from typing import Any
 from dynrag.errors import ConfigError, DynragError, first_line
 from dynrag.lm.base import LanguageModel
 from dynrag.lm.bundled import ensure_converted, package_dir, resolve_bundled
+from dynrag.lm.device import Placement, resolve_placement
+from dynrag.lm.hub import check_hub_id, fetch_config, fetch_model, looks_like_hub_id
+from dynrag.lm.memory import check_fits
 from dynrag.lm.spec import SPEC_FORMS, ModelOptions, ModelSpec, describe_specs, split_options
 
 __all__ = [
@@ -23,8 +26,8 @@ HF_MODEL_FILES = "config.json, the weights (*.safetensors) and the tokenizer fil
 def check_model_spec(spec: str | ModelSpec) -> str:
     """Fail now, with one line naming the spec, when ``spec`` cannot load: an unknown form, a
     bundled model whose package is missing, an ``hf:`` directory that does not exist, is empty or
-    holds no config.json, a GGUF file that is not there, a hub id not in the local cache (nothing
-    is downloaded). Reads only the file system (no torch, no weights), so commands call it before
+    holds no config.json, a GGUF file that is not there, a hub id not in the local cache while
+    ``HF_HUB_OFFLINE=1`` (online, an uncached id downloads when it loads: lm/hub.py). Reads only the file system (no torch, no weights), so commands call it before
     they write or build anything. An ``openai:`` spec is checked when its server is first asked.
     Returns the spec, stripped."""
     if isinstance(spec, ModelSpec):
@@ -46,7 +49,7 @@ def check_spec(spec: ModelSpec) -> ModelSpec:
             if not (directory / spec.file).is_file():
                 raise ConfigError(f"model spec {spec.base!r}: no such GGUF file {directory / spec.file}")
         else:
-            _check_hf_target(spec.base, spec.target, directory)
+            _check_hf_target(spec.base, spec.target, directory, spec.options.revision)
     return spec
 
 
@@ -56,7 +59,7 @@ def resolve_model(spec: str) -> str:
     return str(check_spec(ModelSpec.parse(spec)).resolved())
 
 
-def _check_hf_target(spec: str, target: str, directory: Path) -> None:
+def _check_hf_target(spec: str, target: str, directory: Path, revision: str = "") -> None:
     if directory.is_dir():
         if not any(directory.iterdir()):
             raise ConfigError(
@@ -74,25 +77,9 @@ def _check_hf_target(spec: str, target: str, directory: Path) -> None:
             f"model spec {spec!r}: {directory} is a file, not a model directory "
             f"(a GGUF file is hf:{directory.parent}#{directory.name})"
         )
-    looks_like_path = target.startswith(("/", ".", "~")) or "\\" in target or target.count("/") > 1
-    if looks_like_path or not _in_hub_cache(target):
-        raise ConfigError(
-            f"model spec {spec!r}: no such directory {directory}"
-            + ("" if looks_like_path else ", and no model of that id in the local Hugging Face cache "
-               "(dynrag downloads nothing: pass a model directory)")
-        )
-
-
-def _in_hub_cache(repo_id: str) -> bool:
-    try:
-        from huggingface_hub import try_to_load_from_cache
-        from huggingface_hub.errors import HFValidationError
-    except ImportError:  # pragma: no cover - transformers depends on it
-        return False
-    try:
-        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
-    except (HFValidationError, ValueError):
-        return False
+    if not looks_like_hub_id(target):
+        raise ConfigError(f"model spec {spec!r}: no such directory {directory}")
+    check_hub_id(spec, target, revision)  # uncached and online: it downloads on load
 
 
 def load_lm(spec: str | ModelSpec = "bundled", progress: bool = True) -> LanguageModel:
@@ -105,6 +92,21 @@ def load_lm(spec: str | ModelSpec = "bundled", progress: bool = True) -> Languag
         model = resolve_bundled(parsed.target)
         return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}", parsed.options)
     return _load_hf_dir(model_directory(parsed, progress), parsed.base, parsed.options)
+
+
+def local_weights(target: str | Path, spec: str, options: ModelOptions, placement: Placement) -> Path | str:
+    """A directory holding the model's files, checked to fit in memory first: a local directory
+    as it is; a hub id's config.json fetched, the fit checked, then the rest downloaded."""
+    directory = Path(target).expanduser()
+    if directory.is_dir():
+        check_fits(directory, repr(spec), placement.device, placement.dtype, placement.bytes_per_parameter,
+                   options.device_map)
+        return directory
+    target = str(target)
+    config = fetch_config(spec, target, options.revision)
+    check_fits(config.parent, repr(spec), placement.device, placement.dtype, placement.bytes_per_parameter,
+               options.device_map)
+    return fetch_model(spec, target, options.revision)
 
 
 def model_directory(spec: str | ModelSpec, progress: bool = True) -> str | Path:
@@ -124,17 +126,30 @@ def is_http_spec(spec: str) -> bool:
     return ModelSpec.parse(spec).is_http
 
 
-def load_pretrained(target: str | Path, label: str) -> tuple[Any, Any]:
-    """(float32 causal LM, tokenizer) from a transformers directory or cached hub id; a failure is
-    one line, "cannot load model LABEL: <the library's first line>"."""
-    import torch
+def load_pretrained(
+    target: str | Path, label: str, options: ModelOptions | None = None, spec: str | None = None
+) -> tuple[Any, Any]:
+    """(causal LM, tokenizer) from a transformers directory or hub id, placed and in the precision
+    the options ask (``device``/``dtype``/``device_map``/``revision``; by default float32 on the CPU
+    where no GPU is present); a hub id not cached downloads unless offline; a model that cannot fit
+    is refused first (lm/memory.py). A failure is one line, "cannot load model LABEL: <why>"; the
+    hub and memory lines name ``spec`` (default: ``target``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    options = options or ModelOptions()
+    spec = str(target) if spec is None else spec
+    placement = resolve_placement(options.device, options.dtype, spec=spec)
+    directory = local_weights(target, spec, options, placement)
+    kwargs: dict[str, Any] = {"dtype": placement.torch_dtype}
+    if options.device_map:
+        kwargs["device_map"] = options.device_map
     try:
-        tokenizer = AutoTokenizer.from_pretrained(target)
-        model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
-    except (OSError, ValueError) as exc:
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        model = AutoModelForCausalLM.from_pretrained(directory, **kwargs)
+    except (OSError, ValueError, ImportError) as exc:
         raise DynragError(f"cannot load model {label}: {first_line(exc)}") from exc
+    if not options.device_map and placement.device != "cpu":
+        model = model.to(placement.device)
     return model, tokenizer
 
 
@@ -144,8 +159,8 @@ def _load_hf_dir(target: str | Path, name: str, options: ModelOptions | None = N
     from dynrag.lm.hf import HFLanguageModel
 
     hf_logging.disable_progress_bar() if not _is_tty() else None
-    model, tokenizer = load_pretrained(target, repr(name))
     options = options or ModelOptions()
+    model, tokenizer = load_pretrained(target, repr(name), options, spec=name)
     return HFLanguageModel(model, tokenizer, name=name, kv_reuse=options.kv_reuse, kv_slots=options.kv_slots,
                            draft_tokens=options.lookup)
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dynrag.errors import ConfigError
 from dynrag.lm.base import KVReuseMode
 from dynrag.lm.bundled import BUNDLED_MODELS, resolve_bundled
+from dynrag.lm.device import DEVICE_FORMS, DtypeName, check_device
 from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS
 from dynrag.registry import Options, parse_model, parse_pairs
 
@@ -48,6 +49,23 @@ class ModelOptions(Options):
         description="prompt-lookup decoding: up to N tokens copied from earlier text are checked in the "
         "same forward pass as the newest token (the same output, fewer passes); 0: one token per pass",
     )
+    device: str = Field(
+        "auto", description=f"where the model runs: {DEVICE_FORMS}; auto: the first CUDA device where one "
+        "is present, else the CPU (lm/device.py)",
+    )
+    dtype: DtypeName = Field(
+        "auto", description="weights' precision; auto: bfloat16 on CUDA, float32 elsewhere",
+    )
+    device_map: Literal["", "auto"] = Field(
+        "", description="auto: spread the layers over every visible GPU (and the CPU), through "
+        "accelerate (a 13B model over two GPUs); overrides device",
+    )
+    revision: str = Field("", description="a hub model's branch, tag or commit (default: main)")
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        return check_device(value)
 
 
 def describe_specs() -> str:
@@ -119,6 +137,14 @@ class ModelSpec:
         if self.kind != "bundled":
             return self
         return replace(self, target=resolve_bundled(self.target).name)
+
+    def with_options(self, **values: object) -> "ModelSpec":
+        """The spec with model options set (checked like written ones), e.g. ``device="cpu"``."""
+        if self.kind == "openai":
+            raise ConfigError(f"model spec {str(self)!r}: a server's model takes no model options")
+        pairs = [p for p in self.query.split("&") if p and p.partition("=")[0] not in values]
+        pairs += [f"{k}={v}" for k, v in values.items()]
+        return ModelSpec.parse(self.base + "?" + "&".join(pairs))
 
     def __str__(self) -> str:
         return self.base + (f"?{self.query}" if self.query else "")

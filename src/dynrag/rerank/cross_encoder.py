@@ -27,7 +27,7 @@ class CrossEncoderReranker:
         self.batch_size = batch_size
 
     @classmethod
-    def load(cls, path: str | Path | None, **kwargs) -> "CrossEncoderReranker":
+    def load(cls, path: str | Path | None, device: str = "auto", **kwargs) -> "CrossEncoderReranker":
         if not path:
             raise ConfigError("rerank=cross_encoder needs rerank_model=PATH (a sequence-classification model directory)")
         directory = Path(path).expanduser()
@@ -40,6 +40,11 @@ class CrossEncoderReranker:
             model = AutoModelForSequenceClassification.from_pretrained(directory)
         except (OSError, ValueError) as exc:
             raise DynragError(f"cannot load cross-encoder model {path}: {first_line(exc)}") from exc
+        from dynrag.lm.device import resolve_placement
+
+        placement = resolve_placement(device, "float32", spec=f"cross-encoder model {path}")
+        if placement.device != "cpu":
+            model = model.to(placement.device)
         return cls(model, tokenizer, str(path), **kwargs)
 
     def scores(self, query: str, hits: list[Hit]) -> np.ndarray:
@@ -53,12 +58,13 @@ class CrossEncoderReranker:
                     [query] * len(batch), [passage_text(h) for h in batch], padding=True,
                     truncation=True, max_length=self.max_length, return_tensors="pt",
                 )
+                enc = {key: value.to(self.model.device) for key, value in enc.items()}
                 logits = self.model(**enc).logits.float()
                 if logits.shape[-1] == 1:
                     values = logits[:, 0]
                 else:
                     values = torch.softmax(logits, dim=-1)[:, -1]
-                out[start : start + len(batch)] = values.numpy()
+                out[start : start + len(batch)] = values.cpu().numpy()
         return out
 
     def rerank(self, query: str, hits: list[Hit], top_k: int) -> list[Hit]:

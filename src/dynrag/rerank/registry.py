@@ -25,6 +25,7 @@ class LMRerankOptions(Options):
 
 class CrossEncoderOptions(Options):
     rerank_model: str  # a sequence-classification model directory
+    rerank_device: str = "auto"  # where it runs: auto, cpu, cuda, cuda:N, mps
 
 
 @RERANKERS.register("lm", LMRerankOptions, summary="the answering model's P(yes) that a passage helps (pointwise)")
@@ -45,4 +46,4 @@ def open_embedding(options: Options, *, lm: Any, embedder: Callable[[], Any]) ->
 def open_cross_encoder(options: CrossEncoderOptions, *, lm: Any, embedder: Callable[[], Any]) -> Reranker:
     from dynrag.rerank.cross_encoder import CrossEncoderReranker
 
-    return CrossEncoderReranker.load(options.rerank_model)
+    return CrossEncoderReranker.load(options.rerank_model, device=options.rerank_device)

@@ -37,8 +37,12 @@ class Embedder:
         self.max_length = max_length
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "Embedder":
+    def load(cls, path: str | Path | None = None, device: str = "auto") -> "Embedder":
+        """``device``: auto (the first CUDA device where one is present, else the CPU), cpu, cuda[:N],
+        mps; the vectors are float32 wherever they are computed."""
         from transformers import AutoModel, AutoTokenizer
+
+        from dynrag.lm.device import resolve_placement
 
         directory = Path(path) if path else packaged_model_dir()
         try:
@@ -46,6 +50,9 @@ class Embedder:
             model = AutoModel.from_pretrained(directory)
         except (OSError, ValueError) as exc:
             raise DynragError(f"cannot load embedding model {directory}: {str(exc).splitlines()[0]}") from exc
+        placement = resolve_placement(device, "float32", spec=f"embedding model {directory}")
+        if placement.device != "cpu":
+            model = model.to(placement.device)
         return cls(model, tokenizer, name=str(path) if path else "all-MiniLM-L6-v2")
 
     @property
@@ -70,9 +77,10 @@ class Embedder:
                     [texts[i] for i in idx], padding=True, truncation=True,
                     max_length=self.max_length, return_tensors="pt",
                 )
+                enc = {key: value.to(self.model.device) for key, value in enc.items()}
                 hidden = self.model(**enc).last_hidden_state
                 mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
                 pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
-                out[idx] = pooled.numpy()
+                out[idx] = pooled.float().cpu().numpy()
         return out

@@ -16,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dynrag.errors import ConfigError, DynragError
+from dynrag.lm.device import check_device
 from dynrag.registry import Options, Registry, parse_pairs
 from dynrag.retrieval.base import Retriever, RetrieverTraits
 from dynrag.retrieval.hybrid import DEFAULT_ALPHA
@@ -40,6 +41,12 @@ class BM25Options(RetrieverOptions):
 class EmbeddingOptions(RetrieverOptions):
     embedding_model: str | None = None  # a sentence-embedding model directory; None: the packaged one
     batch_size: int = Field(64, ge=1)
+    device: str = "auto"  # where the embedding model runs: auto, cpu, cuda, cuda:N, mps
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        return check_device(value)
 
 
 class DenseOptions(EmbeddingOptions):
@@ -205,7 +212,7 @@ def _embedder(options: EmbeddingOptions) -> Any:
         return None
     from dynrag.retrieval.embedder import Embedder
 
-    return Embedder.load(options.embedding_model)
+    return Embedder.load(options.embedding_model, device=options.device)
 
 
 def _dense(index_dir: Path, embedder: Any, backend: Any, batch_size: int, progress: bool) -> Any:
