@@ -1,7 +1,7 @@
 """dynrag's command line run inside the test process, answering like ``python -m dynrag.cli``.
 
 Starting an interpreter costs about half a second of CPU before dynrag says a word; a test of what
-a command prints for a bad input needs no process of its own. ``run_dynrag`` returns what
+a command prints for a bad input needs no process of its own. ``run_in_process`` returns what
 ``subprocess.run(..., capture_output=True, text=True)`` would: the exit code, stdout and stderr,
 and for an exception that escaped the command, the interpreter's traceback on stderr with exit
 code 1 (so a test that a failure is one line, without a traceback, still sees one if it happens).
@@ -35,7 +35,7 @@ def _working_directory(cwd: str | Path | None):
         os.chdir(before)
 
 
-def run_dynrag(*args: object, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
+def run_in_process(*args: object, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
                input: str | None = None) -> subprocess.CompletedProcess:
     """``dynrag ARGS`` in this process; ``env`` adds to (does not replace) the environment."""
     from dynrag.cli import app

@@ -6,15 +6,10 @@ import sys
 
 import pytest
 
-from tests.cli_inprocess import run_dynrag
+from tests.cli_inprocess import run_in_process as dynrag  # what a user sees, without an interpreter start
 
 from dynrag.corpus.passage import Passage
 from dynrag.retrieval.bm25 import BM25Index
-
-
-def dynrag(*args, cwd=None):
-    """The CLI in this process (tests/cli_inprocess.py): what a user sees, without an interpreter start."""
-    return run_dynrag(*args, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,10 @@ was reported as ``corpus.jsonl`` and ``:100:`` printed as an emoji.
 """
 
 import io
-import subprocess
-import sys
 
 import pytest
 
-from tests.cli_inprocess import run_dynrag
+from tests.cli_inprocess import run_in_process as dynrag  # what a user sees, without an interpreter start
 from rich.console import Console
 
 from dynrag.methods.base import Answer, Retrieval, Step, Trace
@@ -18,11 +16,6 @@ from dynrag.render import render_answer
 from dynrag.retrieval.base import Hit
 
 HOSTILE = ["p[/red]", "corpus[v2]", "a:100:b", "[bold]x", "[link=file:///etc]y"]
-
-
-def dynrag(*args, cwd=None):
-    """The CLI in this process (tests/cli_inprocess.py): what a user sees, without an interpreter start."""
-    return run_dynrag(*args, cwd=cwd)
 
 
 @pytest.mark.parametrize("name", HOSTILE)

@@ -11,22 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.cli_inprocess import run_dynrag
-
 from tests.cli.test_cli_errors import assert_one_line_error
-
-DYNRAG = [sys.executable, "-m", "dynrag.cli"]
-
-
-def dynrag(*args, cwd=None):
-    """The CLI in this process (tests/cli_inprocess.py): what a user sees, without an interpreter start."""
-    return run_dynrag(*args, cwd=cwd)
+from tests.cli_inprocess import run_in_process as dynrag  # what a user sees, without an interpreter start
 
 
 def jsonl(path, *rows):

@@ -24,7 +24,7 @@ from dynrag.retrieval.bm25 import BM25Index
 from dynrag.retrieval.factory import open_retriever
 from dynrag.retrieval.opensearch import OpenSearchRetriever, connect, index_meta
 from dynrag.retrieval.opensearch_ingest import build_opensearch_index, source_identity
-from tests.cli_inprocess import run_dynrag
+from tests.cli_inprocess import run_in_process
 
 REPO = Path(__file__).resolve().parents[2]
 DYNRAG = str(Path(sys.executable).parent / "dynrag")
@@ -158,6 +158,6 @@ def test_errors_are_one_line(opensearch_url, demo_index, tmp_path):
         (["index", str(demo_passages_path()), "--engine", "opensearch", "--url", "http://127.0.0.1:9"],
          "cannot reach OpenSearch at http://127.0.0.1:9"),
     ):
-        done = run_dynrag(*args)
+        done = run_in_process(*args)
         assert done.returncode == 1 and message in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # one line, no traceback
