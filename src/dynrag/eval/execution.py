@@ -102,19 +102,14 @@ class Threads:
 # ---- choosing an executor -----------------------------------------------------------------------
 
 
-def in_process_model(spec: str) -> bool:
-    """Whether the model spec loads weights into the process (torch), as opposed to a server."""
-    from dynrag.lm.spec import ModelSpec
-
-    return ModelSpec.parse(spec).is_local
-
-
 def auto_workers(model: str, todo: int) -> int:
     """``--workers auto``: one worker process per core for a model that runs in-process on the CPU
     (one torch thread each), else 1. Measured on two cores (benchmarks/RESULTS.md, "eval
     throughput on two cores"): two single-threaded worker processes answer more questions a minute
     than one process whose torch uses both cores."""
-    if not in_process_model(model):
+    from dynrag.lm.spec import ModelSpec
+
+    if not ModelSpec.parse(model).is_local:  # a server: its questions wait on the network, not a core
         return 1
     return max(1, min(usable_cores(), todo))
 

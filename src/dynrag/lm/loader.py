@@ -16,7 +16,7 @@ from dynrag.lm.memory import check_fits
 from dynrag.lm.spec import SPEC_FORMS, ModelOptions, ModelSpec, describe_specs, split_options
 
 __all__ = [
-    "SPEC_FORMS", "ModelOptions", "ModelSpec", "check_model_spec", "describe_specs", "is_http_spec", "load_lm",
+    "SPEC_FORMS", "ModelOptions", "ModelSpec", "check_model_spec", "describe_specs", "load_lm",
     "load_pretrained", "model_directory", "resolve_model", "split_options",
 ]
 
@@ -119,11 +119,6 @@ def model_directory(spec: str | ModelSpec, progress: bool = True) -> str | Path:
     if parsed.kind == "hf":
         return _converted_gguf(Path(parsed.target), parsed.file, parsed.base) if parsed.file else parsed.target
     raise ConfigError(f"model spec {str(parsed)!r} has no local weights to load; valid forms: {describe_specs()}")
-
-
-def is_http_spec(spec: str) -> bool:
-    """A model behind an HTTP server: safe to call from several threads (`eval --concurrency`)."""
-    return ModelSpec.parse(spec).is_http
 
 
 def load_pretrained(
