@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dynrag.eval.worker import MethodFactory, Outcome, Question, WorkerJob, timed_answer, usable_cores
+from dynrag.eval.worker import Outcome, Question, WorkerJob, timed_answer, usable_cores
 from dynrag.methods.base import Method
 from dynrag.run.checks import check_execution
 

@@ -30,7 +30,6 @@ from dynrag.eval.rundir import (
     EVAL_RUN_FORMAT,
     PREDICTIONS,
     PredictionWriter,
-    check_run_dir,
     deduplicate_predictions,
     lock_run,
     open_run,

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from dynrag.errors import ConfigError, DataError
+from dynrag.errors import DataError
 from dynrag.eval.loaders import LoadReport, QAExample, load_examples
 from dynrag.eval.pool import CONTEXTS_INDEX, contexts_index, pool_contexts
 from dynrag.run.checks import check_corpus
