@@ -28,9 +28,14 @@ class AttentionRecorder:
     all_rows: bool = False
     per_head: bool = False  # keep (heads, kv) rows instead of the mean over heads
     rows: list[np.ndarray] = field(default_factory=list)
+    # Batched decoding (lm/batch_engine.py): the newest query row of every batch row is kept, as
+    # one (batch, kv) array per forward call in ``batch_rows`` (padding columns included).
+    batched: bool = False
+    batch_rows: np.ndarray | None = None
 
-    def reset(self, active: bool, all_rows: bool = False, per_head: bool = False) -> None:
+    def reset(self, active: bool, all_rows: bool = False, per_head: bool = False, batched: bool = False) -> None:
         self.active, self.all_rows, self.per_head, self.rows = active, all_rows, per_head, []
+        self.batched, self.batch_rows = batched, None
 
 
 def attention_probabilities(
@@ -41,13 +46,15 @@ def attention_probabilities(
     scaling: float | None,
     softcap: float | None = None,
     per_head: bool = False,
+    batch: bool = False,
 ) -> torch.Tensor:
     """Softmax attention of batch 0 for the given query rows: mean over heads (q_len, kv_len), or
-    with `per_head` (q_len, heads, kv_len)."""
+    with `per_head` (q_len, heads, kv_len); with `batch`, of every batch row: (batch, q_len, kv_len)."""
     key = repeat_kv(key, getattr(module, "num_key_value_groups", 1))
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
-    scores = torch.matmul(query[:1].float(), key[:1].float().transpose(2, 3)) * scaling
+    b = query.shape[0] if batch else 1
+    scores = torch.matmul(query[:b].float(), key[:b].float().transpose(2, 3)) * scaling
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     q_len, kv_len = scores.shape[-2], scores.shape[-1]
@@ -57,11 +64,13 @@ def attention_probabilities(
         allowed = q_pos >= torch.arange(kv_len, device=scores.device)[None, :]
         scores = scores.masked_fill(~allowed, float("-inf"))
     else:
-        mask = attention_mask[:1, :, -q_len:, :kv_len]
+        mask = attention_mask[:b, :, -q_len:, :kv_len]
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
         else:
             scores = scores + mask.float()
+    if batch:
+        return torch.softmax(scores, dim=-1).mean(dim=1)
     probs = torch.softmax(scores, dim=-1)[0]
     return probs.transpose(0, 1) if per_head else probs.mean(dim=0)
 
@@ -69,7 +78,11 @@ def attention_probabilities(
 def capture_attention_forward(module, query, key, value, attention_mask, scaling=None, **kwargs):
     output = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
     recorder: AttentionRecorder | None = getattr(module, RECORDER_ATTRIBUTE, None)
-    if recorder is not None and recorder.active:
+    if recorder is not None and recorder.active and recorder.batched:
+        probs = attention_probabilities(module, query[:, :, -1:, :], key, attention_mask, scaling,
+                                        kwargs.get("softcap"), batch=True)
+        recorder.batch_rows = probs[:, 0].cpu().numpy()
+    elif recorder is not None and recorder.active:
         rows_query = query if recorder.all_rows else query[:, :, -1:, :]
         probs = attention_probabilities(
             module, rows_query, key, attention_mask, scaling, kwargs.get("softcap"), recorder.per_head

@@ -12,11 +12,8 @@ from dynrag.lm.base import Capabilities, Generation, KVReuseMode, PrefillCounts,
 from dynrag.lm.capture import install_recorder
 from dynrag.lm.kv_reuse import KVReuse, croppable, drop_last
 from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS, lookup_draft
-from dynrag.lm.stopping import DecodeState, StopWhen, stop_after_position, stop_position, trim_to
-
-# Pieces are decoded with a few tokens of left context so multi-byte characters and
-# SentencePiece's leading-space handling come out right.
-_DECODE_CONTEXT = 4
+from dynrag.lm.row_decode import RowDecoder
+from dynrag.lm.stopping import StopWhen
 
 
 class HFLanguageModel:
@@ -65,7 +62,7 @@ class HFLanguageModel:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
 
-    def _encode_prompt(self, prompt: Prompt) -> tuple[list[int], list[tuple[int, int]]]:
+    def encode_prompt(self, prompt: Prompt) -> tuple[list[int], list[tuple[int, int]]]:
         # A prompt that starts with the BOS token (written out by a caller) gets no second one.
         bos = self.tokenizer.bos_token
         add_special = not (bos and prompt.text.startswith(bos))
@@ -93,12 +90,6 @@ class HFLanguageModel:
             logits_to_keep=1))
         return self._kv.lookup(prompt_ids)
 
-    def _piece(self, window: list[int]) -> str:
-        """Text the last token of `window` adds, decoded after the tokens before it."""
-        before = self.tokenizer.decode(window[:-1], skip_special_tokens=False)
-        through = self.tokenizer.decode(window, skip_special_tokens=False)
-        return through[len(before) :] if through.startswith(before) else self.tokenizer.decode(window[-1:])
-
     def _drop_drafts(self, cache: DynamicCache, fed: list[int], ahead: list, prompt_length: int) -> None:
         """Take the drafts still unconfirmed out of the cache, `fed` and the recorded rows (one
         row per generated token fed, when attention is captured)."""
@@ -120,72 +111,35 @@ class HFLanguageModel:
         stop_when: StopWhen | None = None,
     ) -> Generation:
         prompt = Prompt.of(prompt)
-        prompt_ids, offsets = self._encode_prompt(prompt)
+        prompt_ids, offsets = self.encode_prompt(prompt)
         recorder = self._recorder
         # Prefill rows are not needed: each generated token's row is recorded when it is fed back.
         recorder.reset(active=False)
-        cache, logits = self._prefill(prompt, prompt_ids, offsets)
+        cache, logits = self.prefill(prompt, prompt_ids, offsets)
         drafting = self.draft_tokens > 0 and croppable(cache)
         # With drafts a forward pass feeds several tokens, so every query row of it is recorded.
         recorder.reset(active=capture_attention, all_rows=drafting)
+        row = RowDecoder(self.tokenizer, self.eos_token_ids, prompt, prompt_ids, offsets, max_new_tokens,
+                         stop, stop_after, stop_when, attention_rows=recorder.rows)
         fed = list(prompt_ids)  # the tokens the cache holds (unconfirmed drafts too)
         ahead: list[tuple[int, torch.Tensor]] = []  # fed drafts, each with the logits that follow it
-
-        # The callback sees the rows of the tokens before the newest, as without drafts.
-        visible_rows: list[np.ndarray] = []
-        state = DecodeState(len(prompt_ids), [], [], [], [], visible_rows, [])
-        ids, pieces, logprobs, entropies = state.token_ids, state.pieces, state.logprobs, state.entropies
-        text = ""
-        stop_reason = "length"
-        decoded = 0  # counts tokens later trimmed away too: the cost of a stop string
-        for _ in range(max_new_tokens):
-            decoded += 1
-            token = _greedy_token(logits, state)
-            if token in self.eos_token_ids:
-                pieces.append("")
-                stop_reason = "eos"
-                break
-            piece = self._piece(prompt_ids[-_DECODE_CONTEXT:] + ids[-_DECODE_CONTEXT - 1 :])
-            pieces.append(piece)
-            if stop_when is not None:
-                state.raw_tokens.append(self.tokenizer.convert_ids_to_tokens(token))
-                visible_rows.extend(recorder.rows[len(visible_rows) : len(ids) - 1])
-            text += piece
-            cut, stop_reason = _stop_cut(text, stop, stop_after, len(piece))
-            if cut is not None:
-                trim_to(cut, ids, pieces, logprobs, entropies)
-                break
-            if stop_when is not None and stop_when(state):
-                stop_reason = "callback"
-                break
-            if len(ids) == max_new_tokens:
+        while not row.done:
+            token = row.take(logits)
+            if token is None:
                 break
             if ahead and ahead[0][0] == token:
                 logits = ahead.pop(0)[1]  # the draft was right: its keys are cached already
                 self._kv.counts.draft_accepted += 1
                 continue
-            room = min(self.draft_tokens, max_new_tokens - len(ids) - 1) if drafting else 0
+            room = min(self.draft_tokens, max_new_tokens - len(row.token_ids) - 1) if drafting else 0
             logits, ahead = self._feed(cache, fed, ahead, token, len(prompt_ids), room)
         self._drop_drafts(cache, fed, ahead, len(prompt_ids))
-        attention = self._attention_rows(ids, cache, fed) if capture_attention else None
+        attention = self._attention_rows(row.token_ids, cache, fed) if capture_attention else None
         recorder.reset(active=False)
         self._kv.store(fed, cache)
-        return Generation(
-            prompt=prompt,
-            prompt_token_ids=prompt_ids,
-            prompt_offsets=offsets,
-            prompt_raw_tokens=self.tokenizer.convert_ids_to_tokens(prompt_ids),
-            token_ids=ids,
-            pieces=pieces,
-            raw_tokens=self.tokenizer.convert_ids_to_tokens(ids),
-            logprobs=np.asarray(logprobs, dtype=np.float32),
-            entropies=np.asarray(entropies, dtype=np.float32),
-            attention=attention,
-            stop_reason=stop_reason,
-            decoded_tokens=decoded,
-        )
+        return row.generation(attention)
 
-    def _prefill(
+    def prefill(
         self, prompt: Prompt, prompt_ids: list[int], offsets: list[tuple[int, int]]
     ) -> tuple[DynamicCache, torch.Tensor]:
         """The cache holding the prompt (a cached prefix reused, the rest fed now) and the logits
@@ -288,7 +242,7 @@ class HFLanguageModel:
         """Natural-log probability that the token after `prompt` is the first token of each
         candidate string, from one forward pass (the LM-pointwise reranker, DeepRAG's margin)."""
         prompt = Prompt.of(prompt)
-        ids, offsets = self._encode_prompt(prompt)
+        ids, offsets = self.encode_prompt(prompt)
         wanted = [self.first_token_id(c) for c in candidates]
         cache, done = self._prefix_cache(prompt, ids, offsets)  # only the new tail is computed
         logits = self.model(
@@ -325,30 +279,6 @@ class HFLanguageModel:
             nxt = tensor[0, start + 1 : stop + 1]
             out[start + 1 : stop + 1] = log_p.gather(1, nxt[:, None])[:, 0].cpu().numpy()
         return ids, offsets, out
-
-
-def _greedy_token(logits: torch.Tensor, state: DecodeState) -> int:
-    """The most likely next token, recorded in ``state`` with its log-probability and the entropy
-    of the whole distribution."""
-    log_p = torch.log_softmax(logits.float(), dim=-1)
-    token = int(torch.argmax(log_p))
-    state.entropies.append(float(-(log_p.exp() * log_p).nan_to_num().sum()))
-    state.logprobs.append(float(log_p[token]))
-    state.token_ids.append(token)
-    return token
-
-
-def _stop_cut(text: str, stop: Sequence[str], stop_after: Sequence[str], new_chars: int) -> tuple[int | None, str]:
-    """Where to cut ``text`` for a stop string completed by its last ``new_chars`` characters, and
-    the stop reason ("stop" before a stop string, "stop_after" after one); (None, "length") when
-    none is complete."""
-    cut = stop_position(text, stop, new_chars)
-    if cut is not None:
-        return cut, "stop"
-    cut = stop_after_position(text, stop_after, new_chars)
-    if cut is not None:
-        return cut, "stop_after"
-    return None, "length"
 
 
 def model_context_window(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
