@@ -54,6 +54,7 @@ class RunConfig(Options):
     workers: int | Literal["auto"] | None = None  # None: auto
     dask: str | None = None  # a Dask scheduler address, e.g. tcp://HOST:8786
     concurrency: int = 1  # (checked with --workers and --dask) questions in flight against a model behind an HTTP server
+    batch: int | None = None  # questions in flight in this process, their generations batched (lm/batch_engine.py)
     # eval-retrieval: recall@K cut-offs (`options.k` is something else: passages per retrieval)
     cutoffs: list[int] = Field(default_factory=lambda: [3, 10])
     hyde: bool = False

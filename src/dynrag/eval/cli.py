@@ -66,6 +66,11 @@ def register_eval(app: typer.Typer, user_errors: UserErrors) -> None:
         concurrency: int = typer.Option(
             1, "--concurrency", metavar="N", help="Questions in flight at once, for a model behind an HTTP server (--model openai:...)."
         ),
+        batch: Optional[int] = typer.Option(
+            None, "--batch", metavar="N",
+            help="Questions in flight in this process, their generations decoded together by one local model "
+            "(one forward pass a token for all of them). Not part of the run's identity.",
+        ),
         workers: Optional[str] = typer.Option(
             None, "--workers", metavar="N|auto",
             help="Local worker processes answering questions, each with its own model: N or auto (the default: "
@@ -85,7 +90,8 @@ def register_eval(app: typer.Typer, user_errors: UserErrors) -> None:
 
             flags = dict(dataset=dataset, data=data, method=method, out=out, corpus=corpus, limit=limit, model=model,
                          exemplars=exemplars, aliases=aliases, skip_bad=skip_bad, baseline=baseline, retriever=retriever,
-                         scorer=scorer, workers=workers, dask=dask, concurrency=concurrency if concurrency != 1 else None)
+                         scorer=scorer, workers=workers, dask=dask, concurrency=concurrency if concurrency != 1 else None,
+                         batch=batch)
             pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
             plan = make_plan(load_run_config(config, flags, pairs, retriever_option), command="eval")
             err = Console(stderr=True, emoji=False)

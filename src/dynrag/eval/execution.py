@@ -12,6 +12,9 @@ by one process, whichever executor answered it.
 - ``Threads(n)``: n questions in flight sharing one method; for a model behind an HTTP server,
   where a question spends its time waiting on the network (an in-process torch model is not
   thread-safe).
+- ``Batched(n)``: n questions in flight on threads sharing one method over one local model whose
+  generations one batching engine decodes together (lm/batch_engine.py): one forward pass a token
+  for every question in flight, one copy of the model.
 - ``Processes(n)`` (processes.py): n local worker processes, each with its own model; a worker
   killed mid-question is replaced and its question asked again.
 - ``DaskCluster(address)`` (dask_cluster.py): tasks on any Dask cluster; its scheduler reruns the
@@ -68,11 +71,14 @@ class Threads:
     def description(self) -> str:
         return f"{self.n} threads"
 
+    def build(self) -> Method:
+        return self.job.build(self.progress)
+
     def answers(self, questions: Sequence[Question]) -> Iterator[Outcome]:
         from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
         if self.method is None:
-            self.method = self.job.build(self.progress)
+            self.method = self.build()
         method = self.method
         queue = iter(questions)
         with ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="dynrag-eval") as pool:
@@ -94,11 +100,28 @@ class Threads:
                     future.cancel()
 
 
-# ---- the worker side, shared by local processes and Dask ----------------------------------------
+@dataclass
+class Batched(Threads):
+    """Up to ``n`` questions in flight on threads, over one local model behind a batching engine."""
 
-# One built method per job key in each worker process: a worker loads its model once and answers
-# many questions with it. The lock keeps one question at a time per process (a Dask worker with
-# several threads would otherwise share one torch model across threads).
+    @property
+    def description(self) -> str:
+        return f"{self.n} questions in flight, generations batched"
+
+    def build(self) -> Method:
+        from pathlib import Path
+
+        from dynrag.eval.steps import open_run_retriever
+        from dynrag.lm.batching import BatchingLM
+        from dynrag.run.assemble import make_method, open_model
+        from dynrag.run.plan import plan_from_saved
+
+        job = self.job
+        retriever = open_run_retriever(job.config, job.index_dir, Path(job.work_dir), self.progress)
+        plan = plan_from_saved(job.config)
+        return make_method(plan, BatchingLM(open_model(plan.model, self.progress), max_rows=self.n), retriever)
+
+
 # ---- choosing an executor -----------------------------------------------------------------------
 
 
@@ -126,13 +149,16 @@ def picklable(job: WorkerJob) -> bool:
 
 def make_executor(
     job: WorkerJob, *, workers: int | str = 1, dask: str | None = None, concurrency: int = 1, todo: int = 1,
-    progress: bool = False,
+    progress: bool = False, batch: int = 1,
 ) -> Executor:
-    """The executor for ``--workers N|auto``, ``--dask ADDRESS`` and ``--concurrency N`` (threads
-    sharing one model behind an HTTP server); they are exclusive."""
+    """The executor for ``--workers N|auto``, ``--dask ADDRESS``, ``--concurrency N`` (threads
+    sharing one model behind an HTTP server) and ``--batch N`` (threads sharing one local model,
+    generations batched); they are exclusive."""
     from dynrag.errors import ConfigError
 
-    check_execution(workers=workers, dask=dask, concurrency=concurrency)
+    check_execution(workers=workers, dask=dask, concurrency=concurrency, batch=batch)
+    if batch > 1:
+        return Batched(job, min(batch, max(todo, 1)), progress)
     if concurrency > 1:
         return Threads(job, min(concurrency, max(todo, 1)), progress)
     if dask:

@@ -114,6 +114,7 @@ def run_eval(
     data, execution, out = plan.dataset, plan.execution, Path(plan.out)
     scorer = open_scorer(plan.scorer, data.name, data.yes_no)
     check_concurrency(execution.concurrency, plan.model, custom_method=method_factory is not None)
+    check_batch(execution.batch, plan.model, custom_method=method_factory is not None)
     aliases = load_aliases(data.aliases) if data.aliases else None
     examples, report = load_questions(
         data.name, data.given, console, aliases=aliases, skip_bad=data.skip_bad, limit=data.limit
@@ -151,7 +152,8 @@ def run_eval(
             job = WorkerJob(config, str(index_dir) if index_dir else None, str(out),
                             method_factory or default_method_factory)
             executor = make_executor(job, workers=execution.workers, dask=execution.dask,
-                                     concurrency=execution.concurrency, todo=len(todo), progress=progress)
+                                     concurrency=execution.concurrency, todo=len(todo), progress=progress,
+                                     batch=execution.batch)
             console.print(Text(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"
                                f" ({executor.description})"), soft_wrap=True)
             _answer_all(executor, todo, done, out, scorer, console, progress, len(examples))
@@ -177,6 +179,17 @@ def check_concurrency(concurrency: int, model: ModelSpec, custom_method: bool = 
             f"--concurrency {concurrency} needs a model behind an HTTP server (--model openai:BASE_URL#MODEL); "
             f"model {str(model)!r} runs in this process and answers one question at a time"
         )
+
+
+def check_batch(batch: int, model: ModelSpec, custom_method: bool = False) -> None:
+    if batch <= 1:
+        return
+    if custom_method:
+        raise ConfigError(f"--batch {batch} builds the run's own method over a batching model; "
+                          "a caller-made method factory cannot use it (use --workers)")
+    if not model.is_local:
+        raise ConfigError(f"--batch {batch} needs a model that runs in this process (bundled or hf:); model "
+                          f"{str(model)!r} is behind a server: use --concurrency {batch} instead")
 
 
 def _answer_all(

@@ -18,6 +18,7 @@ request that finds the engine idle, with nothing else waiting, decodes alone wit
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -69,6 +70,12 @@ class EngineStats:
     peak_rows: int = 0
     peak_cached_tokens: int = 0
     solo: int = 0  # generations decoded alone (engine idle), with drafts
+    # Seconds on the engine thread: batched forward passes, prefills (admission), the rows' own
+    # per-token work (choosing tokens, stops, callbacks) and the batch cache's joins and leaves.
+    forward_seconds: float = 0.0
+    prefill_seconds: float = 0.0
+    row_seconds: float = 0.0
+    cache_seconds: float = 0.0
 
 
 class BatchEngine:
@@ -169,11 +176,15 @@ class BatchEngine:
                 _settle(request.future, lambda r=request: self.lm.generate(
                     r.prompt, r.max_new_tokens, r.stop, r.capture_attention, r.stop_after, r.stop_when))
                 continue
+            started = time.perf_counter()
             row = self._prefill(request)
+            self.stats.prefill_seconds += time.perf_counter() - started
             if row is not None:
                 joined.append(row)
         if joined:
+            started = time.perf_counter()
             self._batch.add([cache for _, cache in joined])
+            self.stats.cache_seconds += time.perf_counter() - started
             self._rows.extend(row for row, _ in joined)
             self._note_size()
 
@@ -208,6 +219,7 @@ class BatchEngine:
         positions = torch.tensor([[n] for n in batch.lengths], device=lm.model.device)
         mask = batch.mask(extra=1)
         lm._recorder.reset(active=capture, batched=True)
+        started = time.perf_counter()
         try:
             logits = lm.model(input_ids=inputs, attention_mask=mask, position_ids=positions, cache=batch.cache,
                               use_cache=True, logits_to_keep=1).logits[:, -1]
@@ -220,6 +232,8 @@ class BatchEngine:
             attention = lm._recorder.batch_rows
             lm._recorder.reset(active=False)
         batch.grew()
+        decoded = time.perf_counter()
+        self.stats.forward_seconds += decoded - started
         self.stats.steps += 1
         self.stats.row_steps += len(rows)
         keep: list[int] = []
@@ -244,9 +258,12 @@ class BatchEngine:
                 keep.append(b)
             else:
                 self._finish(b, row)
+        left = time.perf_counter()
+        self.stats.row_seconds += left - decoded
         if len(keep) < len(rows):
             self._rows = [rows[b] for b in keep]
             batch.keep(keep)
+            self.stats.cache_seconds += time.perf_counter() - left
 
     def _finish(self, b: int, row: _Row) -> None:
         request, decoder = row.request, row.decoder

@@ -107,11 +107,17 @@ def check_corpus(corpus: str) -> Path | None:
     return path
 
 
-def check_execution(*, workers: int | str = 1, dask: str | None = None, concurrency: int = 1) -> None:
-    """``--workers N|auto``, ``--dask ADDRESS`` and ``--concurrency N`` are each valid and exclusive;
-    callers check before they write anything, and `make_executor` checks again for direct callers."""
+def check_execution(*, workers: int | str = 1, dask: str | None = None, concurrency: int = 1, batch: int = 1) -> None:
+    """``--workers N|auto``, ``--dask ADDRESS``, ``--concurrency N`` and ``--batch N`` are each valid
+    and exclusive; callers check before they write anything, and `make_executor` checks again for
+    direct callers."""
     if concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1 (got {concurrency})")
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise ConfigError(f"--batch must be a number >= 1 (got {batch!r})")
+    if batch > 1 and (dask or concurrency > 1 or workers not in (1, "auto")):
+        raise ConfigError("--batch and --workers/--dask/--concurrency: pick one (--batch keeps N questions in "
+                          "flight in this process, their generations decoded together by one model)")
     if concurrency > 1 and (dask or workers not in (1, "auto")):
         raise ConfigError("--concurrency and --workers/--dask: pick one (--concurrency keeps N questions "
                           "in flight against one model server from this process)")

@@ -73,6 +73,7 @@ class Execution:
     workers: int | str = "auto"
     dask: str | None = None
     concurrency: int = 1
+    batch: int = 1  # questions in flight in this process, one model, generations batched
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,10 @@ def make_plan(config: RunConfig, *, command: Command) -> RunPlan:
     from dynrag.eval.rundir import check_run_dir
 
     SCORERS.get(config.scorer)  # an unknown scorer fails now, naming the choices
-    execution = Execution(config.workers if config.workers is not None else "auto", config.dask, config.concurrency)
-    check_execution(workers=execution.workers, dask=execution.dask, concurrency=execution.concurrency)
+    execution = Execution(config.workers if config.workers is not None else "auto", config.dask, config.concurrency,
+                          config.batch if config.batch is not None else 1)
+    check_execution(workers=execution.workers, dask=execution.dask, concurrency=execution.concurrency,
+                    batch=execution.batch)
     check_run_dir(Path(config.out), "eval")
     return RunPlan(command, model, exemplars, method, retriever, dataset, Path(config.out), config.baseline,
                    config.scorer, execution)
