@@ -169,6 +169,8 @@ def test_deeprag_rows_take_the_authors_step_limit_of_each_dataset():
             assert spec.options["max_steps"] == (6 if spec.dataset == "hotpotqa" else 10), (name, spec)
             parse_options(spec.method, spec.options)
         assert all("max_steps" not in s.options for s in table.runs if s.method in ("direct", "single"))
+        # the baselines' BM25 queries are cut to 64 tokens, as in the DRAGIN authors' code the paper follows
+        assert all(s.options.get("max_query_tokens") == 64 for s in table.runs if s.method in ("single", "flare", "dragin"))
 
 
 def test_a_checkpoint_trained_from_another_model_is_not_compared_with_this_cot(tmp_path):
