@@ -35,7 +35,7 @@ def test_warm_up_steps_are_the_ratio_rounded_up_unless_given():
     assert warmup_of(TrainOptions(), 4) == 1  # 0.4 rounds up: the first step never runs at the full rate
     assert warmup_of(TrainOptions(warmup_ratio=0.0), 50) == 0
     assert warmup_of(TrainOptions(warmup_ratio=0.25), 8) == 2
-    assert warmup_of(TrainOptions(), 30) == 3  # not 4: 0.1 * 30 is 3.0000000000000004 in floating point
+    assert warmup_of(TrainOptions(warmup_ratio=0.07), 100) == 7  # not 8: 0.07 * 100 is 7.000000000000001 in floating point
     assert warmup_of(TrainOptions(warmup_steps=3, warmup_ratio=0.5), 100) == 3
 
 

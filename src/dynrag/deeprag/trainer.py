@@ -117,7 +117,7 @@ def warmup_of(options: TrainOptions, total: int) -> int:
     """Warm-up steps of a run of `total` steps: warmup_steps when given, else warmup_ratio of them, rounded up."""
     if options.warmup_steps is not None:
         return min(options.warmup_steps, total)
-    # the small slack keeps float noise from rounding up a whole step (0.1 * 30 is 3.0000000000000004)
+    # the small slack keeps float noise from rounding up a whole step (0.07 * 100 is 7.000000000000001)
     return min(math.ceil(options.warmup_ratio * total - 1e-9), total)
 
 
