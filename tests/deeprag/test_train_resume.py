@@ -40,6 +40,8 @@ def test_training_resumes_from_the_checkpoint_after_kill_9(tmp_path, tiny_model_
     straight = tmp_path / "straight"
     plain = run_dynrag([*common, "--out", str(straight)])
     assert plain.returncode == 0, plain.stderr[-3000:]
+    rates = [[json.loads(l)["lr"] for l in (d / "train_log.jsonl").read_text().splitlines()] for d in (out, straight)]
+    assert rates[0] == rates[1] and rates[0][-1] == 0.0  # the resumed run stayed on the same cosine, to 0
     a, b = load_file(str(out / "model.safetensors")), load_file(str(straight / "model.safetensors"))
     assert a.keys() == b.keys()
     for name in a:  # weights and Adam moments were restored exactly: the same end point

@@ -51,7 +51,7 @@ def rows_from_counts(tp, fp, fn, tn):
 @pytest.mark.parametrize(
     "method, counts, published",
     [
-        # Table 3 of the DeepRAG paper (2WikiMultihopQA, 1,000 questions, 282 right without
+        # Table 3 of the DeepRAG paper, arXiv v2 (2WikiMultihopQA, 1,000 questions, 282 right without
         # retrieval); the counts are the only integer tables giving the published figures.
         ("FLARE (always retrieves)", (0, 0, 282, 718), (0.000, 0.718, 0.500, 0.000)),
         ("DRAGIN", (1, 10, 281, 708), (0.007, 0.709, 0.495, -0.045)),

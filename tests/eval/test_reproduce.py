@@ -123,10 +123,20 @@ def test_bestpractice_rows_use_the_chain_options(tmp_path):
     assert "| Hybrid with HyDE retrieval |" in render(report) and "11.71" in render(report)
 
 
+def checkpoint(path: Path, base: str) -> str:
+    """A stand-in for a `dynrag train` output trained from `base` (model specs are checked before a
+    run is written; the CoT baseline is checked to be of the same base model)."""
+    path.mkdir()
+    (path / "config.json").write_text("{}")
+    (path / "deeprag.json").write_text(json.dumps({"stage": "imitation", "base_model": base}))
+    return f"hf:{path}"
+
+
 def test_deeprag_table1_runs_the_checkpoints_against_cot_first(tmp_path):
-    for name in ("imi", "coc"):  # model specs are checked before a run is written
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text("{}")
+    from dynrag.lm.loader import resolve_model
+
+    imi = checkpoint(tmp_path / "imi", resolve_model("bundled"))
+    checkpoint(tmp_path / "coc", imi)
     built = []
     req = request(tmp_path, "deeprag-table1", data={"hotpotqa": fx.write_all(tmp_path)["hotpotqa"]},
                   options={"imitation": f"hf:{tmp_path / 'imi'}", "calibration": f"hf:{tmp_path / 'coc'}"})
@@ -148,6 +158,43 @@ def test_deeprag_table3_shows_the_published_boundary_figures(tmp_path):
     assert "| DeepRAG" not in text  # no checkpoints given: only the untrained row
     assert "| FLARE | – | 0.000 | – | – | 0.718 |" in text and "| DRAGIN | – | 0.007 |" in text
     assert "_no data: give --data 2wikimultihopqa=PATH" in text
+
+
+def test_deeprag_rows_take_the_authors_step_limit_of_each_dataset():
+    for name in ("deeprag-table1", "deeprag-table3", "deeprag-figure4"):
+        table = TABLES.open(name, {"calibration": "bundled", "imitation": "bundled"})
+        deeprag = [s for s in table.runs if s.method == "deeprag"]
+        assert deeprag and {s.dataset for s in deeprag} == set(table.datasets)
+        for spec in deeprag:
+            assert spec.options["max_steps"] == (6 if spec.dataset == "hotpotqa" else 10), (name, spec)
+            parse_options(spec.method, spec.options)
+        assert all("max_steps" not in s.options for s in table.runs if s.method in ("direct", "single"))
+        # the baselines' BM25 queries are cut to 64 tokens, as in the DRAGIN authors' code the paper follows
+        assert all(s.options.get("max_query_tokens") == 64 for s in table.runs if s.method in ("single", "flare", "dragin"))
+
+
+def test_a_checkpoint_trained_from_another_model_is_not_compared_with_this_cot(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text("{}")
+    imi = checkpoint(tmp_path / "imi", f"hf:{other}")
+    req = request(tmp_path, "deeprag-table1", data={"hotpotqa": fx.write_all(tmp_path)["hotpotqa"]}, rows=["deeprag_imi"],
+                  options={"imitation": imi})
+    with pytest.raises(ConfigError, match=r"--baseline .*/hotpotqa/cot-\w+-n2: made with model 'bundled:.*', but "
+                                          r"this run's model 'hf:.*imi' \(trained from hf:.*other\) has another base"):
+        reproduce(req, method_factory=factory(answers()), progress=False)
+
+
+def test_the_header_says_when_the_deltas_set_a_contexts_pool_against_wikipedia(tmp_path):
+    contexts = render(reproduce(request(tmp_path, "deeprag-table1", data={}, run=False), progress=False))
+    assert "| method (Δ: our `contexts` pool vs the paper's BM25 over Wikipedia) | EM ours | EM paper | EM Δ |" in contexts
+    dragin = render(reproduce(request(tmp_path, "dragin-table3", data={}, run=False), progress=False))
+    assert "| method (Δ: our `contexts` pool vs the paper's BM25 over Wikipedia) | retrievals/question ours |" in dragin
+    index = render(reproduce(request(tmp_path, "deeprag-table1", data={}, run=False, corpus=str(tmp_path / "wiki")),
+                             progress=False))
+    assert "| method | EM ours |" in index and "Δ: our" not in index
+    figure = render(reproduce(request(tmp_path, "deeprag-figure4", data={}, run=False), progress=False))
+    assert "| method | EM ours |" in figure  # no published cells: no Δ column to qualify
 
 
 def test_deeprag_figure4_forces_every_decision_one_way_then_lets_the_model_decide(tmp_path):

@@ -197,6 +197,44 @@ def test_direct_run_needs_no_index_and_baseline_adds_boundary_figures(tmp_path):
     assert "Knowledge boundary" in (tmp_path / "run" / "summary.md").read_text()
 
 
+def model_dir(path, base=None):
+    """A directory `hf:PATH` accepts; with `base`, marked as a dynrag checkpoint trained from it."""
+    path.mkdir()
+    (path / "config.json").write_text("{}")
+    if base:
+        (path / "deeprag.json").write_text(json.dumps({"stage": "imitation", "base_model": base}))
+    return f"hf:{path}"
+
+
+def test_the_baseline_must_be_the_same_base_model_answering_without_retrieval(tmp_path):
+    from dynrag.lm.loader import resolve_model
+
+    rows, answers = rows_and_answers(3)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
+    run_eval(request(tmp_path, data, method="direct", out=tmp_path / "direct"), method_factory=method_factory(answers),
+             progress=False)
+    run_eval(request(tmp_path, data, out=tmp_path / "single"), method_factory=method_factory(answers), progress=False)
+    with pytest.raises(ConfigError, match=r"--baseline .*single: its 'single' run retrieved on 3 of 3 questions; "
+                                          r"the baseline must never retrieve"):
+        run_eval(request(tmp_path, data, out=tmp_path / "x", baseline=tmp_path / "single"), method_factory=method_factory(answers))
+    other = model_dir(tmp_path / "other")
+    with pytest.raises(ConfigError, match=r"--baseline .*direct: made with model 'bundled:.*', but this run's model "
+                                          r"'hf:.*other' has another base"):
+        run_eval(request(tmp_path, data, out=tmp_path / "x", model=other, baseline=tmp_path / "direct"),
+                 method_factory=method_factory(answers))
+    assert not (tmp_path / "x").exists()  # refused before anything was written
+    # checkpoints trained from the baseline's model (stage II from stage I from it) are compared with it
+    imi = model_dir(tmp_path / "imi", base=resolve_model("bundled"))
+    coc = model_dir(tmp_path / "coc", base=imi)
+    summary = run_eval(request(tmp_path, data, out=tmp_path / "coc-run", model=coc, baseline=tmp_path / "direct"),
+                       method_factory=method_factory(answers), progress=False)
+    assert summary["knowledge_boundary"]["n"] == 3
+    trained_elsewhere = model_dir(tmp_path / "imi2", base=other)
+    with pytest.raises(ConfigError, match=r"'hf:.*imi2' \(trained from hf:.*other\) has another base"):
+        run_eval(request(tmp_path, data, out=tmp_path / "x", model=trained_elsewhere, baseline=tmp_path / "direct"),
+                 method_factory=method_factory(answers))
+
+
 def test_yes_no_dataset_reports_accuracy(tmp_path):
     data = fx.write_json(tmp_path / "s.json", fx.STRATEGY)
     answers = {fx.STRATEGY[0]["question"]: "Yes, it was", fx.STRATEGY[1]["question"]: "Yes"}

@@ -89,24 +89,25 @@ def test_masked_query_and_uncertain_spans():
     assert uncertain_spans(raw, pieces, probs, 0.85) == ["bridge opened", "1887."]
 
 
-def test_explicit_queries_are_questions_written_for_each_uncertain_span(lm, index):
-    # Learn the first look-ahead's token probabilities, then set theta at their median so that some
-    # words are unsure and some not: the spans are the runs of unsure words (one token per word here).
+def test_explicit_queries_are_questions_written_for_each_span_below_beta(lm, index):
+    # Learn the first look-ahead's token probabilities, then set beta at their median so that some
+    # words are unsure and some not: the spans are the runs of words below beta (one token per word
+    # here). theta = 1 triggers on every sentence; were the spans cut by theta, all would be one.
     probe, _ = run(lm, index, theta=1.0, max_new_tokens=6, max_retrievals=1)
     first = [s for s in probe.trace.steps if s.kind == "tentative"][0]
     probs = np.array(first.details["probabilities"])
-    theta = float(np.median(probs)) + 1e-6
+    beta = float(np.median(probs)) + 1e-6
     runs, current = [], []
     for piece, p in zip(first.details["tokens"], probs):
-        if p < theta:
+        if p < beta:
             current.append(piece.strip())
         elif current:
             runs.append(" ".join(current))
             current = []
     runs += [" ".join(current)] if current else []
-    assert runs
+    assert runs and runs != [" ".join(t.strip() for t in first.details["tokens"])]
 
-    answer, rec = run(lm, index, theta=theta, query="questions", max_new_tokens=6, max_retrievals=1)
+    answer, rec = run(lm, index, theta=1.0, beta=beta, query="questions", max_new_tokens=6, max_retrievals=1)
     asked = [s for s in answer.trace.steps if s.kind == "question"]
     assert [s.details["span"] for s in asked] == runs
     written = [s.text.strip() for s in asked if s.text.strip()]

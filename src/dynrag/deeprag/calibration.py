@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import Field
 from rich.console import Console
 
 from dynrag.deeprag.imitation import attach_method, finish
@@ -30,10 +31,12 @@ from dynrag.deeprag.pairs import PreferencePair, build_pairs, tokenize_pair
 from dynrag.deeprag.synth import Models, SynthRequest, run_synth
 from dynrag.deeprag.trainer import (
     TrainOptions,
+    describe_schedule,
     identity_options,
     model_device,
     pin_threads,
     plan_batches,
+    schedule_meta,
     settle_method,
     train_loop,
 )
@@ -51,13 +54,20 @@ PAIRS, REFERENCE, REPORT = "pairs.jsonl", "reference.jsonl", "calibration.json"
 DEFAULT_LR = {"full": 5e-7, "lora": 5e-5}
 
 
+class CalibrationOptions(TrainOptions):
+    """Stage II's training options: as stage I's, but 8 passes over the pairs by default, as in the
+    authors' stage-II recipe (with its cosine schedule and 10% warm-up, the shared defaults)."""
+
+    epochs: int = Field(8, ge=1)
+
+
 @dataclass
 class CalibrationRequest:
     synth: SynthRequest  # its `out` is ignored: the search goes to OUT/synth
     out: Path
     beta: float = 0.4
     heldout: float = 0.1
-    options: TrainOptions = field(default_factory=TrainOptions)
+    options: TrainOptions = field(default_factory=CalibrationOptions)
 
 
 def preference_share(chosen: list[float], rejected: list[float]) -> float | None:
@@ -142,7 +152,7 @@ def run_calibration(req: CalibrationRequest, *, console: Console | None = None, 
         identity = {"pairs": [p.id for p in pairs], "model": resolve_model(stage_one), "beta": req.beta,
                     "options": identity_options(options)}
         console.print(f"calibration: {len(train_idx)} training pairs, {len(pairs) - len(train_idx)} held out, "
-                      f"{len(batches)} steps, {options.method}, lr {lr:g}, beta {req.beta}")
+                      f"{len(batches)} steps, {options.method}, {describe_schedule(options, lr, len(batches))}, beta {req.beta}")
         records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
                              identity=identity, console=console, progress=progress, description="calibration")
         after = shares(pairs, score_pairs(model, tokenized, list(range(len(pairs))), console, progress, "after"))
@@ -155,7 +165,8 @@ def run_calibration(req: CalibrationRequest, *, console: Console | None = None, 
             "synth": synth,
         }
         atomic_write_json(out / REPORT, report)
-        meta = {"stage": "calibration", "base_model": resolve_model(stage_one), "base_source": source, "lr": lr, **report}
+        meta = {"stage": "calibration", "base_model": resolve_model(stage_one), "base_source": source, "lr": lr,
+                "lr_schedule": schedule_meta(options, lr, len(batches)), **report}
         return finish(model, tokenizer, out, options, records, meta)
 
 

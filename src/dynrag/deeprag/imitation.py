@@ -28,7 +28,9 @@ from dynrag.deeprag.trainer import (
     identity_options,
     model_device,
     pin_threads,
+    describe_schedule,
     plan_batches,
+    schedule_meta,
     settle_method,
     train_loop,
 )
@@ -130,7 +132,8 @@ def run_imitation(req: ImitationRequest, *, console: Console | None = None, prog
             return {"loss": loss.item(), "tokens": float(mask.sum()), "learned_tokens": float(learned)}
 
         identity = {"data": examples_fingerprint(examples), "model": resolve_model(req.model), "options": identity_options(options)}
-        console.print(f"imitation: {len(examples)} trajectories, {len(batches)} steps, {options.method} fine-tune, lr {lr:g}")
+        console.print(f"imitation: {len(examples)} trajectories, {len(batches)} steps, {options.method} fine-tune, "
+                      f"{describe_schedule(options, lr, len(batches))}")
         records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
                              identity=identity, console=console, progress=progress, description="imitation")
         meta = {
@@ -142,6 +145,7 @@ def run_imitation(req: ImitationRequest, *, console: Console | None = None, prog
             "examples": len(examples),
             "left_out_long": dropped,
             "lr": lr,
+            "lr_schedule": schedule_meta(options, lr, len(batches)),
         }
         return finish(model, tokenizer, out, options, records, meta)
 

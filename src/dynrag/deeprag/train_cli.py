@@ -13,14 +13,23 @@ from rich.console import Console
 MODEL_HELP = "bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"
 
 
-def train_options(option: list[str], **flags: Any):
-    """TrainOptions from the explicit flags and --option KEY=VALUE pairs (unknown keys are errors)."""
-    from dynrag.deeprag.trainer import TrainOptions
+SCHEDULE_HELP = "constant | cosine (default: cosine decay to 0 at the last step, as the authors)"
+WARMUP_HELP = "Share of the steps warming up linearly (default 0.1, as the authors; --option warmup_steps=N instead)."
+
+
+def train_options(option: list[str], stage: str = "imitation", **flags: Any):
+    """The stage's training options from the explicit flags and --option KEY=VALUE pairs (unknown
+    keys are errors)."""
     from dynrag.registry import parse_model, parse_pairs
+
+    if stage == "calibration":
+        from dynrag.deeprag.calibration import CalibrationOptions as model
+    else:
+        from dynrag.deeprag.trainer import TrainOptions as model
 
     values: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     values.update(parse_pairs(option))
-    return parse_model(TrainOptions, values, "training")
+    return parse_model(model, values, "training")
 
 
 def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
@@ -32,6 +41,8 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         method: Optional[str] = typer.Option(None, "--method", help="auto (default: lora above ~1B parameters, else full) | full | lora"),
         lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 1e-5 full, 2e-4 LoRA)."),
         epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the trajectories (default 1)."),
+        schedule: Optional[str] = typer.Option(None, "--schedule", help=SCHEDULE_HELP),
+        warmup_ratio: Optional[float] = typer.Option(None, "--warmup-ratio", help=WARMUP_HELP),
         max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps."),
         batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Trajectories per step (default 4)."),
         save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 50)."),
@@ -43,8 +54,8 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         with user_errors():
             from dynrag.deeprag.imitation import ImitationRequest, run_imitation
 
-            options = train_options(option, method=method, lr=lr, epochs=epochs, max_steps=max_steps,
-                                    batch_size=batch_size, save_every=save_every, threads=threads)
+            options = train_options(option, method=method, lr=lr, epochs=epochs, max_steps=max_steps, schedule=schedule,
+                                    warmup_ratio=warmup_ratio, batch_size=batch_size, save_every=save_every, threads=threads)
             report = run_imitation(ImitationRequest(list(data), out, model, options), console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
 
@@ -67,7 +78,9 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         heldout: float = typer.Option(0.1, "--heldout", help="Share of questions whose pairs are kept out of training, to measure on."),
         method: Optional[str] = typer.Option(None, "--method", help="auto (default: lora above ~1B parameters, else full) | full | lora"),
         lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 5e-7 full, as the authors; 5e-5 LoRA)."),
-        epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the pairs (default 1)."),
+        epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the pairs (default 8, as the authors)."),
+        schedule: Optional[str] = typer.Option(None, "--schedule", help=SCHEDULE_HELP),
+        warmup_ratio: Optional[float] = typer.Option(None, "--warmup-ratio", help=WARMUP_HELP),
         max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps."),
         batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Pairs per step (default 4)."),
         save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 50)."),
@@ -83,8 +96,9 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
             from dynrag.deeprag.calibration import CalibrationRequest, run_calibration
             from dynrag.deeprag.synth import SynthRequest
 
-            options = train_options(option, method=method, lr=lr, epochs=epochs, max_steps=max_steps,
-                                    batch_size=batch_size, save_every=save_every, threads=threads)
+            options = train_options(option, "calibration", method=method, lr=lr, epochs=epochs, max_steps=max_steps,
+                                    schedule=schedule, warmup_ratio=warmup_ratio, batch_size=batch_size,
+                                    save_every=save_every, threads=threads)
             search = SynthRequest(dataset=dataset, data=data, out=out / "synth", corpus=corpus, model=model, teacher=teacher,
                                   limit=limit, skip=skip, max_steps=max_steps_search, max_nodes=max_nodes, k=k, match=match, shots=shots,
                                   aliases=aliases, skip_bad=skip_bad, retriever=retriever)

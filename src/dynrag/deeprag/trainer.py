@@ -1,11 +1,14 @@
 """The training loop both stages share: fixed batches, AdamW, a JSONL log line per step, and a
 checkpoint every `save_every` steps (or `save_minutes`) that a rerun after kill -9 resumes from,
 optimizer state included. Steps logged after the last checkpoint are done again and their log
-lines replaced, so every step appears in the log exactly once.
+lines replaced, so every step appears in the log exactly once. The learning rate warms up and then
+stays or decays by a cosine over the run's total step count; the checkpoint records that count and
+the curve, so a resumed run continues on the same one (or is refused when they differ).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import shutil
 import time
@@ -36,7 +39,12 @@ class TrainOptions(Options):
     max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps")
     batch_size: int = Field(4, ge=1)
     max_tokens: int = Field(1024, ge=16, description="longer examples are left out (and counted)")
-    warmup_steps: int = Field(0, ge=0)
+    schedule: Literal["constant", "cosine"] = Field(
+        "cosine", description="learning rate after the warm-up: constant, or cosine decay to 0 at the last step "
+        "(the authors' recipe for both stages)",
+    )
+    warmup_ratio: float = Field(0.1, ge=0, lt=1, description="share of the steps spent warming up linearly (rounded up)")
+    warmup_steps: int | None = Field(None, ge=0, description="warm-up steps; when given, used instead of warmup_ratio")
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float = Field(1.0, gt=0)
     save_every: int = Field(50, ge=1, description="checkpoint every N steps")
@@ -93,9 +101,34 @@ def plan_batches(lengths: Sequence[int], batch_size: int, epochs: int, seed: int
     return plan
 
 
-def learning_rate(step: int, base: float, warmup: int) -> float:
-    """Linear warm-up over `warmup` steps, then constant."""
-    return base * min(1.0, (step + 1) / warmup) if warmup else base
+def learning_rate(step: int, base: float, warmup: int, total: int, schedule: str = "cosine") -> float:
+    """The rate of optimizer step `step` (0-based) of `total`: linear warm-up to `base` over the
+    first `warmup` steps (step s gets base * (s + 1) / warmup), then `base` (constant) or a half
+    cosine from `base` at step `warmup` down to 0 at the last step, total - 1."""
+    if step < warmup:
+        return base * (step + 1) / warmup
+    span = total - 1 - warmup
+    if schedule == "constant" or span <= 0:
+        return base
+    return base * 0.5 * (1.0 + math.cos(math.pi * min(step - warmup, span) / span))
+
+
+def warmup_of(options: TrainOptions, total: int) -> int:
+    """Warm-up steps of a run of `total` steps: warmup_steps when given, else warmup_ratio of them, rounded up."""
+    if options.warmup_steps is not None:
+        return min(options.warmup_steps, total)
+    # the small slack keeps float noise from rounding up a whole step (0.07 * 100 is 7.000000000000001)
+    return min(math.ceil(options.warmup_ratio * total - 1e-9), total)
+
+
+def schedule_meta(options: TrainOptions, lr: float, total: int) -> dict[str, Any]:
+    """What fixes the learning-rate curve; a checkpoint records it, and a resumed run must match it."""
+    return {"schedule": options.schedule, "lr": lr, "warmup_steps": warmup_of(options, total), "total_steps": total}
+
+
+def describe_schedule(options: TrainOptions, lr: float, total: int) -> str:
+    curve = schedule_meta(options, lr, total)
+    return f"lr {lr:g} ({curve['schedule']}, {curve['warmup_steps']} warm-up steps of {total})"
 
 
 StepFn = Callable[[list[int]], dict[str, float]]  # runs forward and backward on one batch
@@ -112,8 +145,11 @@ def train_loop(*, params: dict[str, torch.nn.Parameter], batches: list[list[int]
     ckpt = out / CHECKPOINT_DIR
     start = 0
     meta = read_state_meta(ckpt)
+    curve = schedule_meta(options, lr, len(batches))
     if meta is not None:
         differs = sorted(k for k in identity if meta.get("identity", {}).get(k) != identity[k])
+        recorded = meta.get("lr_schedule", {})
+        differs += [f"learning-rate {k}" for k in curve if recorded.get(k) != curve[k] and k != "total_steps"]
         if differs or meta.get("total_steps") != len(batches):
             raise ConfigError(
                 f"{out} holds a training run with different {', '.join(differs) or 'step count'}; "
@@ -128,7 +164,7 @@ def train_loop(*, params: dict[str, torch.nn.Parameter], batches: list[list[int]
     with JsonlAppender(log_path) as log, progress_bar(description, len(batches), start, console, progress, unit="steps") as bar:
         for step in range(start, len(batches)):
             started = time.perf_counter()
-            rate = learning_rate(step, lr, options.warmup_steps)
+            rate = learning_rate(step, lr, curve["warmup_steps"], len(batches), options.schedule)
             for group in optimizer.param_groups:
                 group["lr"] = rate
             metrics = step_fn(batches[step])
@@ -145,7 +181,8 @@ def train_loop(*, params: dict[str, torch.nn.Parameter], batches: list[list[int]
             bar.advance(f"loss {record['loss']:.4f}")
             if (step + 1) % options.save_every == 0 or time.monotonic() - last_save > 60 * options.save_minutes:
                 if step + 1 < len(batches):
-                    save_state(ckpt, step + 1, params, optimizer, {"total_steps": len(batches), "identity": identity})
+                    state = {"total_steps": len(batches), "lr_schedule": curve, "identity": identity}
+                    save_state(ckpt, step + 1, params, optimizer, state)
                     last_save = time.monotonic()
     return records
 

@@ -24,6 +24,14 @@ def _delta(ours: float | None, paper: float | None, digits: int) -> str:
     return "–" if ours is None or paper is None else f"{ours - paper:+.{digits}f}"
 
 
+def _method_title(table: Table, req: ReproduceRequest, cols: list) -> str:
+    """The first header cell; it says so when the Δ columns set our `contexts` pool (each dataset's
+    own paragraphs) against a paper that retrieved from another corpus."""
+    if req.corpus == "contexts" and table.paper_corpus and any(c.ours and c.paper for c in cols):
+        return f"method (Δ: our `contexts` pool vs the paper's {table.paper_corpus})"
+    return "method"
+
+
 def render(report: dict[str, Any]) -> str:
     """Markdown: per dataset, our figure, the published one and the difference, cell by cell."""
     table: Table = report["table"]
@@ -45,7 +53,7 @@ def render(report: dict[str, Any]) -> str:
         if ds in report["missing"]:
             typed = "published numbers only" if table.published_cells.get(ds) else "its published cells are not typed here either"
             lines += [f"_{report['missing'][ds]}_: {typed}.", ""]
-        header = ["method"]
+        header = [_method_title(table, req, cols)]
         for c in cols:
             header += [f"{c.title} ours"] if c.ours else []
             header += [f"{c.title} paper"] if c.paper else []

@@ -62,6 +62,7 @@ class Table:
     paper_setting: str  # one line: what the published numbers were measured with
     scorer: str = "squad"
     notes: list[str] = field(default_factory=list)
+    paper_corpus: str | None = None  # what the paper retrieved from, when it is not what `contexts` pools
 
 
 TABLES: Registry[Callable[..., Table]] = Registry("table")
@@ -117,6 +118,7 @@ def _answer_columns(dataset: str) -> list[Column]:
 
 
 DRAGIN_DATASETS = ["2wikimultihopqa", "hotpotqa", "strategyqa", "iirc"]
+WIKIPEDIA_BM25 = "BM25 over Wikipedia"
 PAPER_SETTING = "first 1,000 dev questions, BM25 over Wikipedia (100-word passages), top-3"
 
 
@@ -127,7 +129,7 @@ def dragin_table2(options: DraginTableOptions) -> Table:
         "dragin-table2", f"DRAGIN Table 2 ({options.paper_model})", DRAGIN_DATASETS,
         dragin_runs(options.paper_model, DRAGIN_DATASETS, keys), _answer_columns,
         _cells("dragin-table2", options.paper_model), f"{options.paper_model}, {PAPER_SETTING}", scorer="dragin",
-        notes=[published()["tables"]["dragin-table2"]["source"]],
+        notes=[published()["tables"]["dragin-table2"]["source"]], paper_corpus=WIKIPEDIA_BM25,
     )
 
 
@@ -139,7 +141,7 @@ def dragin_table3(options: DraginTableOptions) -> Table:
         dragin_runs(options.paper_model, DRAGIN_DATASETS, keys),
         lambda ds: [Column("retrievals/question", "retrievals_per_question", "retrievals", 2)],
         _cells("dragin-table3", options.paper_model), f"{options.paper_model}, {PAPER_SETTING}", scorer="dragin",
-        notes=[published()["tables"]["dragin-table3"]["source"]],
+        notes=[published()["tables"]["dragin-table3"]["source"]], paper_corpus=WIKIPEDIA_BM25,
     )
 
 
@@ -183,23 +185,37 @@ class DeepragTableOptions(Options):
     calibration: str | None = Field(None, description="model spec of a stage-II checkpoint (dynrag train calibration)")
 
 
+# The authors' step limit of the narrative: 6 sub-questions on HotpotQA, 10 on the other datasets.
+DEEPRAG_MAX_STEPS = {"hotpotqa": 6}
+DEEPRAG_MAX_STEPS_ELSE = 10
+
+
+def deeprag_options(dataset: str, **options: Any) -> dict[str, Any]:
+    """deeprag's run options on `dataset`: top-3, the authors' step limit for it, and `options`."""
+    return {"k": 3, "max_steps": DEEPRAG_MAX_STEPS.get(dataset, DEEPRAG_MAX_STEPS_ELSE), **options}
+
+
 def deeprag_runs(options: DeepragTableOptions, datasets: list[str]) -> list[RunSpec]:
     """DeepRAG's comparison: CoT (closed book), CoT-Retrieve (one retrieval), FLARE and DRAGIN at
     their defaults, and deeprag untrained (our worked examples) and, when given, trained."""
     runs = []
     for ds in datasets:
+        deeprag = deeprag_options(ds)
+        # The paper retrieves as DRAGIN's authors do (BM25 over Wikipedia), whose code cuts every
+        # BM25 query to its last 64 tokens: the baselines here get the same cut.
+        cut = {"k": 3, "max_query_tokens": 64}
         runs += [
             RunSpec(ds, "cot", "CoT (direct)", "direct", {}),
-            RunSpec(ds, "cot_retrieve", "CoT-Retrieve (single)", "single", {"k": 3}, baseline="cot"),
-            RunSpec(ds, "flare", "FLARE", "flare", {"k": 3}, baseline="cot"),
-            RunSpec(ds, "dragin", "DRAGIN", "dragin", {"k": 3}, baseline="cot"),
-            RunSpec(ds, "deeprag_untrained", "deeprag untrained (ours only)", "deeprag", {"k": 3}, baseline="cot"),
+            RunSpec(ds, "cot_retrieve", "CoT-Retrieve (single)", "single", cut, baseline="cot"),
+            RunSpec(ds, "flare", "FLARE", "flare", cut, baseline="cot"),
+            RunSpec(ds, "dragin", "DRAGIN", "dragin", cut, baseline="cot"),
+            RunSpec(ds, "deeprag_untrained", "deeprag untrained (ours only)", "deeprag", deeprag, baseline="cot"),
         ]
         if options.imitation:
-            runs.append(RunSpec(ds, "deeprag_imi", "DeepRAG-Imi", "deeprag", {"k": 3}, model=options.imitation,
+            runs.append(RunSpec(ds, "deeprag_imi", "DeepRAG-Imi", "deeprag", deeprag, model=options.imitation,
                                 baseline="cot"))
         if options.calibration:
-            runs.append(RunSpec(ds, "deeprag", "DeepRAG", "deeprag", {"k": 3}, model=options.calibration,
+            runs.append(RunSpec(ds, "deeprag", "DeepRAG", "deeprag", deeprag, model=options.calibration,
                                 baseline="cot"))
     return runs
 
@@ -215,7 +231,7 @@ def deeprag_table1(options: DeepragTableOptions) -> Table:
         lambda ds: [Column("EM", "em", "em"), Column("F1", "f1", "f1")],
         _cells("deeprag-table1", options.paper_model), f"{options.paper_model}, trained on 4,000 + 1,000 HotpotQA and "
         f"2Wiki train questions each, {DEEPRAG_SETTING}",
-        notes=[published()["tables"]["deeprag-table1"]["source"]],
+        notes=[published()["tables"]["deeprag-table1"]["source"]], paper_corpus=WIKIPEDIA_BM25,
     )
 
 
@@ -230,7 +246,7 @@ def deeprag_table3(options: DeepragTableOptions) -> Table:
         deeprag_runs(options, ["2wikimultihopqa"]), lambda _: columns,
         _cells("deeprag-table3", "paper"), f"Llama-3-8B (as Table 1), {DEEPRAG_SETTING}; both: CoT is the "
         "no-retrieval run, the positive class is 'did not retrieve' / 'the CoT answer was right' (eval/boundary.py)",
-        notes=[published()["tables"]["deeprag-table3"]["source"]],
+        notes=[published()["tables"]["deeprag-table3"]["source"]], paper_corpus=WIKIPEDIA_BM25,
     )
 
 
@@ -241,12 +257,12 @@ def deeprag_figure4(options: DeepragTableOptions) -> Table:
     datasets = ["hotpotqa", "2wikimultihopqa"]
     rows = [("parametric_only", "parametric only (decision=never)", "never"),
             ("retrieve_only", "retrieve only (decision=always)", "always"), ("deeprag", "DeepRAG (adaptive)", "generate")]
-    runs = [RunSpec(ds, key, label, "deeprag", {"k": 3, "decision": d}, model=options.calibration)
+    runs = [RunSpec(ds, key, label, "deeprag", deeprag_options(ds, decision=d), model=options.calibration)
             for ds in datasets for key, label, d in rows]
     columns = [Column("EM", "em", None), Column("F1", "f1", None), Column("retrievals/question", "retrievals_per_question", None, 2)]
     return Table("deeprag-figure4", "DeepRAG Figure 4 (inference strategies)", datasets, runs, lambda _: columns,
                  _cells("deeprag-figure4", "paper"), f"Llama-3-8B (as Table 1), {DEEPRAG_SETTING}",
-                 notes=[published()["tables"]["deeprag-figure4"]["source"]])
+                 notes=[published()["tables"]["deeprag-figure4"]["source"]], paper_corpus=WIKIPEDIA_BM25)
 
 
 def open_table(name: str, options: dict[str, Any] | None = None) -> Table:

@@ -256,14 +256,28 @@ def run_scorer(config: dict[str, Any]) -> Scorer:
 
 
 def check_baseline(baseline: Path, config: dict[str, Any], examples: list[QAExample] | None = None) -> dict[str, Any]:
-    """``--baseline``: an eval run on the same data, sharing questions with this one; its config."""
+    """``--baseline``: a no-retrieval eval run of the same base model on the same data, sharing
+    questions with this one (what the model knows on its own); its config."""
+    from dynrag.methods.deeprag.narrative import base_model
+
     base_config = read_eval_config(baseline, f"--baseline {baseline}")
     for key in ("dataset", "data_sha256"):
         if base_config.get(key) != config.get(key):
             raise ConfigError(f"--baseline {baseline}: a run on different data ({key} differs)")
+    ours, theirs = base_model(str(config.get("model"))), base_model(str(base_config.get("model")))
+    if ours != theirs:
+        trained = f" (trained from {ours})" if ours != config.get("model") else ""
+        raise ConfigError(f"--baseline {baseline}: made with model {base_config.get('model')!r}, but this run's model "
+                          f"{config.get('model')!r}{trained} has another base; the baseline must be the same base "
+                          "model answering without retrieval")
+    predictions = read_predictions(baseline)
+    retrieved = sum(1 for r in predictions if r.get("retrievals"))
+    if retrieved:
+        raise ConfigError(f"--baseline {baseline}: its {base_config.get('method')!r} run retrieved on {retrieved} of "
+                          f"{len(predictions)} questions; the baseline must never retrieve (a `direct` run)")
     if examples is not None:
         ids = {ex.id for ex in examples}
-        if not any(r["id"] in ids for r in read_predictions(baseline)):
+        if not any(r["id"] in ids for r in predictions):
             raise ConfigError(f"--baseline {baseline}: has answered none of these questions")
     return base_config
 

@@ -4,7 +4,8 @@ Each step writes the next sentence tentatively *without* documents (the look-ahe
 probability is below ``theta`` (or, as DRAGIN's reimplementation does, the sentence's mean
 probability), FLARE searches and writes the sentence again with the new documents; otherwise the
 tentative sentence is kept. The query is the tentative sentence with its tokens below ``beta``
-masked out (implicit), or questions the model writes about each uncertain span (explicit).
+masked out (implicit), or questions the model writes about each span of words below ``beta``
+(explicit); ``theta`` only decides whether to retrieve.
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ def masked_query(pieces: list[str], probabilities: np.ndarray, beta: float) -> s
     return "".join(p for p, prob in zip(pieces, probabilities) if prob >= beta).strip()
 
 
-def uncertain_spans(raw_tokens: list[str], pieces: list[str], probabilities: np.ndarray, theta: float) -> list[str]:
-    """Runs of consecutive words holding a token below ``theta``, as text (FLARE's spans z)."""
+def uncertain_spans(raw_tokens: list[str], pieces: list[str], probabilities: np.ndarray, beta: float) -> list[str]:
+    """Runs of consecutive words holding a token below ``beta``, as text (FLARE's spans z: the paper
+    cuts them with the masking threshold beta, not with the trigger's theta)."""
     spans: list[list[str]] = []
     previous = -2
     for k, word in enumerate(merge_words(raw_tokens, pieces)):
-        if (np.asarray(probabilities[word.start : word.end]) < theta).any():
+        if (np.asarray(probabilities[word.start : word.end]) < beta).any():
             if k == previous + 1 and spans:
                 spans[-1].append(word.text)
             else:
@@ -138,7 +140,7 @@ class Flare(IterativeMethod):
         if self.options.query == "masked":
             self.retrieve(state, masked, reason=reason)
             return
-        spans = uncertain_spans(gen.raw_tokens, gen.pieces, probabilities, self.options.theta)
+        spans = uncertain_spans(gen.raw_tokens, gen.pieces, probabilities, self.beta)  # the paper's spans: below beta
         questions = [q for q in (self._ask(state, gen.text, z) for z in spans) if q] or [masked]
         # Each question goes through the retrieval chain; the rankings are merged into one retrieval.
         scratch = Trace(state.question, self.name, self.lm.name)

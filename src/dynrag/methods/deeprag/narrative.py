@@ -197,8 +197,8 @@ def clean_answer(text: str) -> str:
     return line.strip()
 
 
-def trained_prompt_shots(model_name: str) -> int | None:
-    """Exemplar count a dynrag-trained checkpoint was trained with (`hf:DIR` holding deeprag.json)."""
+def checkpoint_meta(model_name: str) -> dict | None:
+    """deeprag.json of a dynrag-trained checkpoint (`hf:DIR` holding one), else None."""
     from dynrag.errors import ConfigError
     from dynrag.lm.spec import ModelSpec
 
@@ -213,5 +213,34 @@ def trained_prompt_shots(model_name: str) -> int | None:
         data = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    shots = data.get("prompt", {}).get("shots") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else None
+
+
+def trained_prompt_shots(model_name: str) -> int | None:
+    """Exemplar count a dynrag-trained checkpoint was trained with (`hf:DIR` holding deeprag.json)."""
+    data = checkpoint_meta(model_name)
+    shots = data.get("prompt", {}).get("shots") if data else None
     return shots if isinstance(shots, int) and shots >= 0 else None
+
+
+def base_model(model_name: str) -> str:
+    """The model a dynrag-trained checkpoint was trained from, followed back through both stages
+    (stage II names the stage-I checkpoint); any other model is its own base. Model options
+    (`?device=...`) are dropped and a local directory is named by its absolute path."""
+    from dynrag.errors import ConfigError
+    from dynrag.lm.spec import ModelSpec
+
+    seen = set()
+    while model_name not in seen:
+        seen.add(model_name)
+        parent = (checkpoint_meta(model_name) or {}).get("base_model")
+        if not isinstance(parent, str) or not parent:
+            break
+        model_name = parent
+    try:
+        spec = ModelSpec.parse(model_name)
+    except ConfigError:
+        return model_name
+    if spec.kind == "hf" and Path(spec.target).is_dir():
+        return f"hf:{Path(spec.target).resolve()}" + (f"#{spec.file}" if spec.file else "")
+    return spec.base
