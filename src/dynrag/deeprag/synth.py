@@ -307,7 +307,7 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
             seconds = time.perf_counter() - started
             if result.status == "found":
                 found += 1
-                good.append(_found_record(config, ex, expander, result, seconds, whole_tree))
+                good.append(_found_record(config, ex, expander, result, started, whole_tree))
             else:
                 cut += result.status == "node_limit"
                 bad.append({"id": ex.id, "question": ex.question, "reason": result.status, "tree": result.tree_counts(),
@@ -315,19 +315,19 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
             bar.advance(_stats(found, cut, n))
 
 
-def _found_record(config, ex: QAExample, expander: QuestionExpander, result, seconds: float, whole_tree: bool) -> dict[str, Any]:
-    """The trajectory line: the selected narrative, and what `keep` asks to store beside it."""
+def _found_record(config, ex: QAExample, expander: QuestionExpander, result, started: float, whole_tree: bool) -> dict[str, Any]:
+    """The trajectory line: the selected narrative, and what `keep` asks to store beside it
+    (generations and seconds count the sibling answers written for it)."""
     rng = random.Random(f"{config['seed']}:{ex.id}") if config["select"] == "random" else None
     steps, final = result.correct[select_path(result.correct, config["select"], rng)]
+    others = expander.siblings(steps) if config["keep"] == "siblings" else None
     record = trajectory_record(ex.id, config["dataset"], ex.question, steps, final, result.tree_counts(),
-                               0, seconds)
-    if config["keep"] == "siblings":
-        for step, other in zip(record["steps"], expander.siblings(steps)):
-            step["other"] = other.to_dict()
+                               expander.generations, time.perf_counter() - started)
+    for step, other in zip(record["steps"], others or ()):
+        step["other"] = other.to_dict()
     if config["keep"] == "all-correct":
         record["correct"] = [{"steps": [s.to_dict() for s in path], "final_answer": answer}
                              for path, answer in result.correct]
-    record["generations"] = expander.generations  # the siblings' answers included
     record["select"] = config["select"]
     if whole_tree:
         record["correct_paths"], record["complete"] = len(result.correct), result.complete
