@@ -213,10 +213,12 @@ class CallCountingLM:
 
 class ScriptedTree:
     """An Expander for DeepRAG's tree search (deeprag/search.py): two sub-questions, and the final
-    answer is right only after the decisions in `correct_path`. Records what it was asked."""
+    answer is right only after the decisions in `correct_path` (or any in `also_correct`).
+    Records what it was asked."""
 
-    def __init__(self, correct_path=(False, True), subqueries=("q1", "q2")):
+    def __init__(self, correct_path=(False, True), subqueries=("q1", "q2"), also_correct=()):
         self.correct_path, self.subqueries = tuple(correct_path), subqueries
+        self.also_correct = {tuple(p) for p in also_correct}
         self.answered: list[tuple[tuple[bool, ...], bool]] = []
         self.finals: list[tuple[bool, ...]] = []
 
@@ -230,7 +232,7 @@ class ScriptedTree:
     def final_answer(self, history):
         path = tuple(s.retrieve for s in history)
         self.finals.append(path)
-        return "right" if path == self.correct_path else "wrong"
+        return "right" if path == self.correct_path or path in self.also_correct else "wrong"
 
     def is_correct(self, answer):
         return answer == "right"

@@ -98,7 +98,8 @@ def test_dataset_teacher_finds_the_cheapest_correct_narratives(tmp_path, bench):
     assert summary["retrievals_histogram"] == {"1": 3, "2": 3}
     line = json.loads((tmp_path / "synth" / "trajectories.jsonl").read_text().splitlines()[0])
     assert set(line) == {"format", "id", "dataset", "question", "steps", "final_answer", "retrievals", "tree",
-                         "generations", "seconds"}
+                         "generations", "seconds", "select"}
+    assert line["select"] == "min" and "correct" not in line  # the default keeps the selected narrative only
     assert "answers" not in line and line["tree"]["expanded"] >= 3
 
 

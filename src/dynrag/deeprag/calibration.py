@@ -2,8 +2,10 @@
 
 1. Search again with the stage-I model (as target, and as teacher unless told otherwise) on
    further questions: OUT/synth/ (a synth directory, resumable).
-2. One preference pair per step of each optimal narrative: OUT/pairs.jsonl (pairs.py); a fixed
-   share of questions is held out to measure on.
+2. Preference pairs, by `--pairs` (pairs.py; default optimal: one per step of each optimal
+   narrative, marker against marker): OUT/pairs.jsonl; a fixed share of questions is held out to
+   measure on. The mode sets what the search keeps (synth `keep`), so it is part of OUT/synth's
+   manifest: resuming with another mode is an error.
 3. The frozen stage-I model's log-probabilities of both sides, computed once: OUT/reference.jsonl
    (one fsynced line per pair; a rerun computes only the missing ones). Nothing else needs the
    reference model, so it is never held in memory beside the policy.
@@ -27,7 +29,7 @@ from rich.console import Console
 from dynrag.deeprag.imitation import attach_method, finish
 from dynrag.deeprag.losses import completion_logprobs, dpo_loss
 from dynrag.deeprag.models import is_complete, load_trainable, read_meta
-from dynrag.deeprag.pairs import PreferencePair, build_pairs, tokenize_pair
+from dynrag.deeprag.pairs import SYNTH_KEEP, PreferencePair, build_pairs, check_pair_mode, pair_masks, tokenize_pair
 from dynrag.deeprag.synth import Models, SynthRequest, run_synth
 from dynrag.deeprag.trainer import (
     TrainOptions,
@@ -68,6 +70,7 @@ class CalibrationRequest:
     beta: float = 0.4
     heldout: float = 0.1
     options: TrainOptions = field(default_factory=CalibrationOptions)
+    pairs: str = "optimal"  # optimal | all-nodes | sentence-order | response (pairs.py)
 
 
 def preference_share(chosen: list[float], rejected: list[float]) -> float | None:
@@ -76,14 +79,15 @@ def preference_share(chosen: list[float], rejected: list[float]) -> float | None
 
 
 def score_pairs(model: Any, tokenized: list[tuple[list[int], list[int], list[int]]], indices: list[int],
-                console: Console, progress: bool, description: str, sink=None) -> dict[int, tuple[float, float]]:
+                console: Console, progress: bool, description: str, sink=None,
+                masks: list[Any] | None = None) -> dict[int, tuple[float, float]]:
     """log P(chosen), log P(rejected) of each pair under `model` (no gradients)."""
     out: dict[int, tuple[float, float]] = {}
     model.eval()
     with torch.no_grad(), progress_bar(description, len(indices), 0, console, progress, unit="pairs") as bar:
         for i in indices:
             prompt, chosen, rejected = tokenized[i]
-            lp = completion_logprobs(model, prompt, [chosen, rejected])
+            lp = completion_logprobs(model, prompt, [chosen, rejected], masks[i] if masks else None)
             out[i] = (float(lp[0]), float(lp[1]))
             if sink is not None:
                 sink(i, out[i])
@@ -109,15 +113,18 @@ def run_calibration(req: CalibrationRequest, *, console: Console | None = None, 
         raise ConfigError(f"--beta must be positive (got {req.beta})")
     if not 0 <= req.heldout < 1:
         raise ConfigError(f"--heldout must be in [0, 1) (got {req.heldout})")
+    mode = check_pair_mode(req.pairs)
     if is_complete(out):
         console.print(f"{out} already holds a finished checkpoint; nothing to do (use another --out to train again)")
         return read_meta(out)
     pin_threads(options)
     stage_one = req.synth.model
     with DirectoryLock(out, "training directory"):
-        synth = run_synth(replace(req.synth, out=out / "synth"), console=console, progress=progress, models=search_models)
+        _check_mode_unchanged(out, mode)
+        search = replace(req.synth, out=out / "synth", select="min", keep=SYNTH_KEEP[mode])
+        synth = run_synth(search, console=console, progress=progress, models=search_models)
         console.print(f"search with {stage_one}: {synth['found']} of {synth['questions']} questions with a correct narrative")
-        pairs = build_pairs(read_trajectories(out / "synth"), heldout=req.heldout)
+        pairs = build_pairs(read_trajectories(out / "synth"), heldout=req.heldout, mode=mode)
         if not [p for p in pairs if p.split == "train"]:
             raise DataError(str(out / "synth"), "no preference pairs to train on (no question had a correct narrative)")
         atomic_write_text(out / PAIRS, "".join(json_line(p.to_dict()) for p in pairs))
@@ -125,7 +132,8 @@ def run_calibration(req: CalibrationRequest, *, console: Console | None = None, 
         options = settle_method(options, model)
         device = model_device(model)
         tokenized = [tokenize_pair(tokenizer, p) for p in pairs]
-        reference = _reference_scores(model, pairs, tokenized, out, console, progress)
+        masks = [pair_masks(tokenizer, p) for p in pairs]
+        reference = _reference_scores(model, pairs, tokenized, out, console, progress, masks)
         before = shares(pairs, reference)
         train_idx = [i for i, p in enumerate(pairs) if p.split == "train"]
         params = attach_method(model, options)
@@ -139,7 +147,7 @@ def run_calibration(req: CalibrationRequest, *, console: Console | None = None, 
             for i in batch:
                 prompt, chosen, rejected = tokenized[i]
                 with autocast(str(device)):  # bf16 on CUDA; a no-op on the CPU
-                    lp = completion_logprobs(model, prompt, [chosen, rejected]).float()
+                    lp = completion_logprobs(model, prompt, [chosen, rejected], masks[i]).float()
                 ref = torch.tensor(reference[i], device=device)
                 loss, margin = dpo_loss(lp[0], lp[1], ref[0], ref[1], req.beta)
                 (loss / len(batch)).backward()  # one graph at a time: the same gradient, less memory
@@ -151,13 +159,16 @@ def run_calibration(req: CalibrationRequest, *, console: Console | None = None, 
 
         identity = {"pairs": [p.id for p in pairs], "model": resolve_model(stage_one), "beta": req.beta,
                     "options": identity_options(options)}
-        console.print(f"calibration: {len(train_idx)} training pairs, {len(pairs) - len(train_idx)} held out, "
+        if mode != "optimal":  # optimal and response pairs share ids; runs from before the modes stay resumable
+            identity["pairs_mode"] = mode
+        console.print(f"calibration ({mode} pairs): {len(train_idx)} training pairs, {len(pairs) - len(train_idx)} held out, "
                       f"{len(batches)} steps, {options.method}, {describe_schedule(options, lr, len(batches))}, beta {req.beta}")
         records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
                              identity=identity, console=console, progress=progress, description="calibration")
-        after = shares(pairs, score_pairs(model, tokenized, list(range(len(pairs))), console, progress, "after"))
+        after = shares(pairs, score_pairs(model, tokenized, list(range(len(pairs))), console, progress, "after",
+                                          masks=masks))
         report = {
-            "pairs": {"train": len(train_idx), "heldout": len(pairs) - len(train_idx),
+            "pairs": {"mode": mode, "train": len(train_idx), "heldout": len(pairs) - len(train_idx),
                       "retrieve_chosen": sum(p.chosen_decision == "retrieve" for p in pairs)},
             "prefers_chosen_before": before,
             "prefers_chosen_after": after,
@@ -170,7 +181,20 @@ def run_calibration(req: CalibrationRequest, *, console: Console | None = None, 
         return finish(model, tokenizer, out, options, records, meta)
 
 
-def _reference_scores(model, pairs, tokenized, out: Path, console: Console, progress: bool) -> dict[int, tuple[float, float]]:
+def _check_mode_unchanged(out: Path, mode: str) -> None:
+    """A resumed OUT must go on with the pair mode it was started with."""
+    path = out / "synth" / "manifest.json"
+    if not path.exists():
+        return
+    kept = json.loads(path.read_text(encoding="utf-8")).get("keep", "path")
+    if kept != SYNTH_KEEP[mode]:
+        started = [m for m, k in SYNTH_KEEP.items() if k == kept]
+        raise ConfigError(f"{out} was started with --pairs {' or '.join(started)}, not --pairs {mode}; "
+                          "use another --out for another pair mode, or the same --pairs to resume")
+
+
+def _reference_scores(model, pairs, tokenized, out: Path, console: Console, progress: bool,
+                      masks: list[Any] | None = None) -> dict[int, tuple[float, float]]:
     """The frozen stage-I log-probabilities, read from OUT/reference.jsonl where already computed."""
     index = {p.id: i for i, p in enumerate(pairs)}
     scores = {index[r["id"]]: (r["chosen"], r["rejected"]) for r in read_jsonl(out / REFERENCE, repair=True) if r["id"] in index}
@@ -178,7 +202,8 @@ def _reference_scores(model, pairs, tokenized, out: Path, console: Console, prog
     if missing:
         with JsonlAppender(out / REFERENCE) as sink:
             scores.update(score_pairs(model, tokenized, missing, console, progress, "reference",
-                                      lambda i, s: sink.append({"id": pairs[i].id, "chosen": s[0], "rejected": s[1]})))
+                                      lambda i, s: sink.append({"id": pairs[i].id, "chosen": s[0], "rejected": s[1]}),
+                                      masks))
     return scores
 
 

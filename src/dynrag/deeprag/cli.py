@@ -30,13 +30,15 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
         match: str = typer.Option("em", "--match", help="When a final answer is correct: em (normalised exact match) or f1:T."),
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the target's prompt (default: all; 0 for a trained checkpoint)."),
+        select: str = typer.Option("min", "--select", help="Which correct narrative to keep: min (fewest retrievals, the paper's) | max (most) | random (seeded by --seed); max and random search the whole tree."),
+        seed: int = typer.Option(0, "--seed", help="Seed of --select random (each question's draw depends on it and the question id)."),
         retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 (default) | dense | hybrid | milvus."),
         retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE (repeatable)."),
         aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
         skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
     ) -> None:
-        """Binary tree search for the cheapest correct retrieval narrative of each question (DeepRAG stage I data)."""
+        """Binary tree search for a correct retrieval narrative of each question, the cheapest by default (DeepRAG stage I data)."""
         with user_errors():
             import json
 
@@ -46,6 +48,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 dataset=dataset, data=data, out=out, corpus=corpus, model=model, teacher=teacher, limit=limit,
                 skip=skip, max_steps=max_steps, max_nodes=max_nodes, k=k, match=match, shots=shots,
                 aliases=aliases, skip_bad=skip_bad, retriever=retriever, retriever_options=list(retriever_option),
+                select=select, seed=seed,
             )
             summary = run_synth(req, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(summary, indent=2) + "\n")

@@ -56,15 +56,21 @@ def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_cho
     return -F.logsigmoid(margins), margins
 
 
-def completion_logprobs(model: Any, prompt_ids: Sequence[int], completions: Sequence[Sequence[int]]) -> torch.Tensor:
-    """log P(completion | prompt) for each completion, summed over its tokens, from one pass
-    over the prompt and one batched pass over the completions continuing from its cache."""
+def completion_logprobs(model: Any, prompt_ids: Sequence[int], completions: Sequence[Sequence[int]],
+                        masks: Sequence[Sequence[bool]] | None = None) -> torch.Tensor:
+    """log P(completion | prompt) for each completion, summed over its tokens (those whose mask is
+    True, when `masks` is given: given text such as passages is read but not scored), from one
+    pass over the prompt and one batched pass over the completions continuing from its cache."""
     if not completions or any(len(c) == 0 for c in completions):
         raise ValueError("every completion needs at least one token")
+    if masks is not None:
+        weights = [torch.tensor([float(m) for m in mask]) for mask in masks]
+        if [len(w) for w in weights] != [len(c) for c in completions]:
+            raise ValueError("each mask must have one entry per completion token")
     device = next(model.parameters()).device
     out = model.base_model(input_ids=torch.tensor([list(prompt_ids)], device=device), use_cache=True)
     first = F.log_softmax(head_logits(model, out.last_hidden_state[0, -1]), dim=-1)  # predicts token 0
-    totals = [first[c[0]] for c in completions]
+    totals = [first[c[0]] * (1.0 if masks is None else float(masks[i][0])) for i, c in enumerate(completions)]
     longest = max(len(c) for c in completions)
     if longest > 1:
         # Right-padded continuations: a token never attends to later (pad) positions, so no mask is needed.
@@ -76,5 +82,8 @@ def completion_logprobs(model: Any, prompt_ids: Sequence[int], completions: Sequ
         for i, c in enumerate(completions):
             if len(c) > 1:
                 nxt = torch.tensor(list(c[1:]), device=device)
-                totals[i] = totals[i] + logp[i, : len(c) - 1].gather(1, nxt[:, None]).sum()
+                scores = logp[i, : len(c) - 1].gather(1, nxt[:, None])[:, 0]
+                if masks is not None:
+                    scores = scores * weights[i][1:].to(device)
+                totals[i] = totals[i] + scores.sum()
     return torch.stack(totals)

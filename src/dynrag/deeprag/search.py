@@ -21,6 +21,7 @@ any gold answer or alias (or a token-F1 threshold), and nothing gold enters a tr
 from __future__ import annotations
 
 import heapq
+import random
 import re
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, Sequence
@@ -110,6 +111,10 @@ class SearchResult:
     cut_at: int | None = None
     # (retrievals, steps) of each node in the order it was taken: the queue discipline, observable.
     order: list[tuple[int, int]] = field(default_factory=list)
+    # With collect_all: every correct narrative (steps, final answer) in the order found, and
+    # whether the whole tree was searched (False when the node budget cut it).
+    correct: list[tuple[History, str]] = field(default_factory=list)
+    complete: bool = True
 
     @property
     def retrievals(self) -> int | None:
@@ -128,14 +133,19 @@ def children(node: Node, history: History, subquery: str, seq: int) -> tuple[Nod
     )
 
 
-def tree_search(expander: Expander, limits: SearchLimits = SearchLimits()) -> SearchResult:
+def tree_search(expander: Expander, limits: SearchLimits = SearchLimits(), collect_all: bool = False) -> SearchResult:
+    """The cheapest correct narrative; with `collect_all` the search goes on past it and
+    ``result.correct`` holds every correct narrative in the tree (the result's own steps are
+    still the first found, the cheapest: see `select_path` for choosing another)."""
     result = SearchResult("exhausted")
     queue = [Node(0, 0, 0, ())]
     seq = 1
     while queue:
         if result.expanded >= limits.max_nodes:
-            result.status = "node_limit"
-            result.cut_at = queue[0].retrievals
+            result.complete = False
+            if not result.correct:
+                result.status = "node_limit"
+                result.cut_at = queue[0].retrievals
             break
         node = heapq.heappop(queue)
         result.expanded += 1
@@ -148,8 +158,11 @@ def tree_search(expander: Expander, limits: SearchLimits = SearchLimits()) -> Se
             answer = expander.final_answer(history)
             result.terminals += 1
             if expander.is_correct(answer):
-                result.status, result.steps, result.final_answer = "found", history, answer
-                break
+                if not result.correct:
+                    result.status, result.steps, result.final_answer = "found", history, answer
+                result.correct.append((history, answer))
+                if not collect_all:
+                    break
             continue
         for child in children(node, history, subquery, seq):
             heapq.heappush(queue, child)
@@ -157,6 +170,41 @@ def tree_search(expander: Expander, limits: SearchLimits = SearchLimits()) -> Se
         result.pushed += 2
     result.queued = len(queue)
     return result
+
+
+# ---- which correct narrative to imitate ---------------------------------------------------------
+
+SELECTIONS = ("min", "max", "random")
+
+
+def check_selection(select: str) -> str:
+    if select not in SELECTIONS:
+        raise ConfigError(f"--select {select!r}: choose one of {', '.join(SELECTIONS)}")
+    return select
+
+
+def needs_whole_tree(select: str) -> bool:
+    """Only the fewest-retrievals choice may stop at the first correct narrative."""
+    return check_selection(select) != "min"
+
+
+def select_path(candidates: Sequence[tuple[History, str]], select: str, rng: random.Random | None = None) -> int:
+    """The index of the narrative to imitate among the correct ones, in the order the search found them.
+
+    min: fewest retrievals; max: most retrievals (ties: the first found, i.e. the one with fewer
+    steps, then the parametric branch earlier); random: uniformly among all of them, drawn from
+    `rng` (seeded by the caller, so a rerun draws the same)."""
+    check_selection(select)
+    if not candidates:
+        raise ValueError("no correct narrative to select from")
+    costs = [sum(s.retrieve for s in steps) for steps, _ in candidates]
+    if select == "min":
+        return costs.index(min(costs))
+    if select == "max":
+        return costs.index(max(costs))
+    if rng is None:
+        raise ValueError("select='random' needs a seeded random.Random")
+    return rng.randrange(len(candidates))
 
 
 # ---- correctness ------------------------------------------------------------------------------

@@ -8,10 +8,18 @@
 
 Each finished question is one fsynced line in one of the two files; a rerun after kill -9 reads
 both (a torn last line is cut away), skips every id found there and searches the rest.
+
+Which correct narrative a trajectory holds is `--select` (min: fewest retrievals, the paper's;
+max: most; random: uniformly among the correct ones, drawn per question from `--seed` and the
+question id). max and random search the whole tree. The choice is in the manifest, so resuming
+with another is an error, not a mix. `keep` (set by the calibration's pair modes) also stores,
+per step, the answer of the decision not taken ("siblings"), or every correct narrative found
+("all-correct", which also searches the whole tree).
 """
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +29,17 @@ from rich.console import Console
 
 from dynrag.corpus.passage import Passage
 from dynrag.progress import progress_bar
-from dynrag.deeprag.search import History, Match, SearchLimits, exhaustive_nodes, tree_search
+from dynrag.deeprag.search import (
+    History,
+    Match,
+    SearchLimits,
+    check_selection,
+    exhaustive_nodes,
+    needs_whole_tree,
+    select_path,
+    tree_search,
+)
+from dynrag.deeprag.synth_summary import write_summary
 from dynrag.deeprag.teachers import ModelTeacher, NoDecomposition, Teacher, check_teacher, open_teacher, teacher_kind
 from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
 from dynrag.errors import ConfigError, DataError
@@ -41,7 +59,10 @@ from dynrag.run.checks import check_aliases, check_data_file, corpus_identity, f
 
 SYNTH_FORMAT = "dynrag-synth/1"
 SELECTION = ("skip", "limit")
-MANIFEST, SUMMARY = "manifest.json", "summary.json"
+MANIFEST = "manifest.json"
+KEEP = ("path", "siblings", "all-correct")
+# What a manifest written before these keys existed meant: the cheapest narrative alone.
+OLD_DEFAULTS = {"select": "min", "seed": None, "keep": "path"}
 
 
 @dataclass
@@ -63,6 +84,9 @@ class SynthRequest:
     skip_bad: bool = False
     retriever: str | None = None
     retriever_options: list[str] = field(default_factory=list)
+    select: str = "min"  # min | max | random: which correct narrative a trajectory holds
+    seed: int = 0  # the draw of select=random
+    keep: str = "path"  # path | siblings | all-correct (what else a trajectory stores)
 
 
 def resolve_config(req: SynthRequest) -> dict[str, Any]:
@@ -71,6 +95,9 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
     teacher = check_teacher(req.teacher, spec.name)
     limits = SearchLimits(req.max_steps, req.max_nodes)
     match = Match.parse(req.match)
+    check_selection(req.select)
+    if req.keep not in KEEP:
+        raise ConfigError(f"keep {req.keep!r}: choose one of {', '.join(KEEP)}")
     if req.limit is not None and req.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
     if req.skip < 0:
@@ -107,6 +134,9 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
         "corpus_sha256": corpus_sha,
         "retriever": retriever,
         "retriever_options": retriever_options,
+        "select": req.select,
+        "seed": req.seed if req.select == "random" else None,
+        "keep": req.keep,
     }
 
 
@@ -120,11 +150,16 @@ def open_output(out: Path, config: dict[str, Any]) -> None:
             raise ConfigError(f"{out}: has {TRAJECTORIES} but no {MANIFEST}; choose another --out")
         atomic_write_json(path, config)
         return
-    old = read_json(path, "synth manifest")
+    old = {**OLD_DEFAULTS, **read_json(path, "synth manifest")}
     # Which questions are searched (--skip, --limit) may change between runs: a rerun with a
     # larger --limit goes on with more questions, a smaller one summarises the ones asked for.
     diffs = config_differences({k: v for k, v in old.items() if k not in SELECTION},
                                {k: v for k, v in config.items() if k not in SELECTION})
+    if any(old[k] != config[k] for k in ("select", "seed")):
+        raise ConfigError(f"{out} holds trajectories chosen with --select {old['select']}"
+                          + (f" --seed {old['seed']}" if old["seed"] is not None else "")
+                          + f", not --select {config['select']}" + (f" --seed {config['seed']}" if config["seed"] is not None else "")
+                          + "; use another --out for another selection, or the same options to resume")
     if diffs:
         raise ConfigError(f"{out} holds a synthesis with a different config ({'; '.join(diffs)}); use another --out, or the same options to resume")
 
@@ -142,6 +177,7 @@ class QuestionExpander:
     yes_no: bool
     generations: int = 0
     _final_hints: dict[History, str] = field(default_factory=dict)
+    _answers: dict[tuple[History, str, bool], NarrativeStep] = field(default_factory=dict)
 
     def next_subquery(self, history: History) -> str | None:
         if isinstance(self.teacher, ModelTeacher):
@@ -152,6 +188,17 @@ class QuestionExpander:
         return subquery
 
     def answer(self, history: History, subquery: str, retrieve: bool) -> NarrativeStep:
+        """Written once per node (greedy decoding gives the same answer again; siblings reuse it)."""
+        key = (history, subquery, retrieve)
+        if key not in self._answers:
+            self._answers[key] = self._write_answer(history, subquery, retrieve)
+        return self._answers[key]
+
+    def siblings(self, steps: History) -> list[NarrativeStep]:
+        """For each step, the answer of the decision it did not take."""
+        return [self.answer(steps[:i], s.subquery, not s.retrieve) for i, s in enumerate(steps)]
+
+    def _write_answer(self, history: History, subquery: str, retrieve: bool) -> NarrativeStep:
         self.generations += 1
         if not retrieve:
             return NarrativeStep(subquery, False, self.target.answer(self.example.question, history, subquery, None)[0])
@@ -244,13 +291,14 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
                       f"({exhaustive_nodes(limits.max_steps)} nodes): questions whose cheapest correct narrative "
                       "retrieves often may be cut (node_limit)")
     found = cut = 0
+    whole_tree = needs_whole_tree(config["select"]) or config["keep"] == "all-correct"
     with JsonlAppender(out / TRAJECTORIES) as good, JsonlAppender(out / SKIPPED) as bad, \
             progress_bar("synth", total, already, console, progress, unit="questions") as bar:
         for n, ex in enumerate(todo, 1):
             started = time.perf_counter()
             expander = QuestionExpander(ex, target, teacher, models.retriever, config["k"], match, yes_no)
             try:
-                result = tree_search(expander, limits)
+                result = tree_search(expander, limits, collect_all=whole_tree)
             except NoDecomposition:
                 bad.append({"id": ex.id, "question": ex.question, "reason": "no_decomposition", "tree": None,
                             "generations": 0, "seconds": 0.0})
@@ -259,8 +307,7 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
             seconds = time.perf_counter() - started
             if result.status == "found":
                 found += 1
-                good.append(trajectory_record(ex.id, config["dataset"], ex.question, result.steps, result.final_answer,
-                                              result.tree_counts(), expander.generations, seconds))
+                good.append(_found_record(config, ex, expander, result, started, whole_tree))
             else:
                 cut += result.status == "node_limit"
                 bad.append({"id": ex.id, "question": ex.question, "reason": result.status, "tree": result.tree_counts(),
@@ -268,66 +315,24 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
             bar.advance(_stats(found, cut, n))
 
 
+def _found_record(config, ex: QAExample, expander: QuestionExpander, result, started: float, whole_tree: bool) -> dict[str, Any]:
+    """The trajectory line: the selected narrative, and what `keep` asks to store beside it
+    (generations and seconds count the sibling answers written for it)."""
+    rng = random.Random(f"{config['seed']}:{ex.id}") if config["select"] == "random" else None
+    steps, final = result.correct[select_path(result.correct, config["select"], rng)]
+    others = expander.siblings(steps) if config["keep"] == "siblings" else None
+    record = trajectory_record(ex.id, config["dataset"], ex.question, steps, final, result.tree_counts(),
+                               expander.generations, time.perf_counter() - started)
+    for step, other in zip(record["steps"], others or ()):
+        step["other"] = other.to_dict()
+    if config["keep"] == "all-correct":
+        record["correct"] = [{"steps": [s.to_dict() for s in path], "final_answer": answer}
+                             for path, answer in result.correct]
+    record["select"] = config["select"]
+    if whole_tree:
+        record["correct_paths"], record["complete"] = len(result.correct), result.complete
+    return record
+
+
 def _stats(found: int, cut: int, n: int) -> str:
     return f"found {found}/{n}" + (f", cut by --max-nodes {cut}" if cut else "")
-
-
-def node_budget_summary(config: dict[str, Any], skipped: list[dict[str, Any]]) -> dict[str, Any]:
-    """The node budget and what it cut: how many questions, by the retrieval count being tried.
-
-    ``cut_at_retrievals`` maps r to the questions cut while narratives with r retrievals were being
-    tried (every narrative with fewer had been tried and was wrong); ``"?"`` for records written
-    before the count was kept.
-    """
-    cut_at: dict[str, int] = {}
-    for r in skipped:
-        if r["reason"] == "node_limit":
-            key = "?" if r.get("cut_at") is None else str(r["cut_at"])
-            cut_at[key] = cut_at.get(key, 0) + 1
-    full = exhaustive_nodes(config["max_steps"])
-    return {
-        "max_nodes": config["max_nodes"],
-        "exhaustive": config["max_nodes"] >= full,
-        "whole_tree": full,
-        "cut": sum(cut_at.values()),
-        "cut_at_retrievals": dict(sorted(cut_at.items(), key=lambda kv: (kv[0] == "?", kv[0].zfill(4)))),
-    }
-
-
-def write_summary(out: Path, config: dict[str, Any], examples: list[QAExample]) -> dict[str, Any]:
-    ids = {ex.id for ex in examples}
-    found = [r for r in read_jsonl(out / TRAJECTORIES) if r["id"] in ids]
-    skipped = [r for r in read_jsonl(out / SKIPPED) if r["id"] in ids]
-    records = found + skipped
-    searched = [r for r in records if r.get("tree")]
-    seconds = sum(float(r["seconds"]) for r in records)
-    reasons: dict[str, int] = {}
-    for r in skipped:
-        reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
-    histogram: dict[str, int] = {}
-    for r in found:
-        histogram[str(r["retrievals"])] = histogram.get(str(r["retrievals"]), 0) + 1
-
-    def mean(values: list[float]) -> float | None:
-        return round(sum(values) / len(values), 4) if values else None
-
-    summary = {
-        "dataset": config["dataset"],
-        "model": config["model"],
-        "teacher": config["teacher"],
-        "questions": len(records),
-        "selected": len(examples),
-        "found": len(found),
-        "share_found": mean([1.0] * len(found) + [0.0] * len(skipped)),
-        "skipped": reasons,
-        "expanded_per_question": mean([float(r["tree"]["expanded"]) for r in searched]),
-        "generations_per_question": mean([float(r["generations"]) for r in searched]),
-        "retrievals_on_optimal_path": mean([float(r["retrievals"]) for r in found]),
-        "steps_on_optimal_path": mean([float(len(r["steps"])) for r in found]),
-        "retrievals_histogram": dict(sorted(histogram.items(), key=lambda kv: int(kv[0]))),
-        "seconds_per_question": mean([float(r["seconds"]) for r in records]),
-        "questions_per_hour": round(3600 * len(records) / seconds, 2) if seconds else None,
-        "node_budget": node_budget_summary(config, skipped),
-    }
-    atomic_write_json(out / SUMMARY, summary)
-    return summary

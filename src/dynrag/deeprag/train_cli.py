@@ -74,6 +74,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
         match: str = typer.Option("em", "--match", help="em | f1:T"),
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the stage-I model's search prompt (default 0: as it was trained; more can help a model trained on little data)."),
+        pairs: str = typer.Option("optimal", "--pairs", help="Preference pairs: optimal (per step of the optimal narrative, marker against marker; default) | response (whole responses per step) | all-nodes (every rankable node of the tree) | sentence-order (whole narratives, fewer retrievals chosen). docs/deeprag.md."),
         beta: float = typer.Option(0.4, "--beta", help="DPO beta."),
         heldout: float = typer.Option(0.1, "--heldout", help="Share of questions whose pairs are kept out of training, to measure on."),
         method: Optional[str] = typer.Option(None, "--method", help="auto (default: lora above ~1B parameters, else full) | full | lora"),
@@ -91,7 +92,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
     ) -> None:
-        """Stage II: search again with the stage-I model, one preference pair per step of each optimal narrative, DPO."""
+        """Stage II: search again with the stage-I model, build preference pairs (--pairs), DPO."""
         with user_errors():
             from dynrag.deeprag.calibration import CalibrationRequest, run_calibration
             from dynrag.deeprag.synth import SynthRequest
@@ -102,5 +103,6 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
             search = SynthRequest(dataset=dataset, data=data, out=out / "synth", corpus=corpus, model=model, teacher=teacher,
                                   limit=limit, skip=skip, max_steps=max_steps_search, max_nodes=max_nodes, k=k, match=match, shots=shots,
                                   aliases=aliases, skip_bad=skip_bad, retriever=retriever)
-            report = run_calibration(CalibrationRequest(search, out, beta, heldout, options), console=Console(stderr=True), progress=progress)
+            report = run_calibration(CalibrationRequest(search, out, beta, heldout, options, pairs),
+                                     console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")

@@ -5,6 +5,10 @@
      "final_answer": ..., "retrievals": 1, "tree": {"expanded", "pushed", "terminals", "queued"},
      "generations": 9, "seconds": 12.3}
 
+Optional, by the synth's `keep`: each step's "other" (the same sub-question answered with the
+decision not taken: the rejected side of a response pair), and "correct" (every correct narrative
+of the tree, [{"steps", "final_answer"}], the selected one included). "select" names the choice.
+
 Everything in a trajectory was written by a model or returned by the retriever; no gold answer
 is stored (the dataset file has them). Questions without a correct narrative go to a second file
 (`skipped.jsonl`: id, reason, tree counts) so a resumed run does not search them again.
@@ -31,6 +35,8 @@ class Trajectory:
     question: str
     steps: tuple[NarrativeStep, ...]
     final_answer: str
+    others: tuple[NarrativeStep, ...] = ()  # per step, the decision not taken (keep=siblings)
+    correct: tuple[tuple[tuple[NarrativeStep, ...], str], ...] = ()  # every correct narrative (keep=all-correct)
 
     @property
     def retrievals(self) -> int:
@@ -69,28 +75,38 @@ def parse_trajectory(record: Any) -> Trajectory:
     if record.get("format") != TRAJECTORY_FORMAT:
         raise ValueError(f"'format' must be {TRAJECTORY_FORMAT!r} (got {record.get('format')!r})")
     qid, question, final = (_string(record, k, "") for k in ("id", "question", "final_answer"))
-    raw_steps = record.get("steps")
+    steps = _steps(record.get("steps"), "")
+    others = tuple(_step(s["other"], f"steps[{i}].other.") for i, s in enumerate(record["steps"]) if "other" in s)
+    if others and len(others) != len(steps):
+        raise ValueError("'other' must be given for every step or for none")
+    correct = []
+    for i, c in enumerate(record.get("correct", [])):
+        if not isinstance(c, dict):
+            raise ValueError(f"correct[{i}] must be an object")
+        correct.append((_steps(c.get("steps"), f"correct[{i}]."), _string(c, "final_answer", f"correct[{i}].")))
+    return Trajectory(qid, question, steps, final, others, tuple(correct))
+
+
+def _steps(raw_steps: Any, where: str) -> tuple[NarrativeStep, ...]:
     if not isinstance(raw_steps, list):
-        raise ValueError("'steps' must be a list")
-    steps = []
-    for i, s in enumerate(raw_steps):
-        where = f"steps[{i}]."
-        if not isinstance(s, dict):
-            raise ValueError(f"steps[{i}] must be an object")
-        if not isinstance(s.get("retrieve"), bool):
-            raise ValueError(f"{where}'retrieve' must be true or false")
-        passages = s.get("passages", [])
-        if not isinstance(passages, list) or not all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in passages):
-            raise ValueError(f"{where}'passages' must be a list of {{title, text}}")
-        steps.append(
-            NarrativeStep(
-                _string(s, "subquery", where),
-                s["retrieve"],
-                _string(s, "answer", where),
-                tuple(Passage(str(p.get("id", "")), str(p.get("title") or ""), p["text"]) for p in passages),
-            )
-        )
-    return Trajectory(qid, question, tuple(steps), final)
+        raise ValueError(f"{where}'steps' must be a list")
+    return tuple(_step(s, f"{where}steps[{i}].") for i, s in enumerate(raw_steps))
+
+
+def _step(s: Any, where: str) -> NarrativeStep:
+    if not isinstance(s, dict):
+        raise ValueError(f"{where.rstrip('.')} must be an object")
+    if not isinstance(s.get("retrieve"), bool):
+        raise ValueError(f"{where}'retrieve' must be true or false")
+    passages = s.get("passages", [])
+    if not isinstance(passages, list) or not all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in passages):
+        raise ValueError(f"{where}'passages' must be a list of {{title, text}}")
+    return NarrativeStep(
+        _string(s, "subquery", where),
+        s["retrieve"],
+        _string(s, "answer", where),
+        tuple(Passage(str(p.get("id", "")), str(p.get("title") or ""), p["text"]) for p in passages),
+    )
 
 
 def _validate(record: Any) -> str | None:

@@ -27,6 +27,7 @@ DEFAULT_FILES = {
     "iirc": "iirc/dev.json",
     "musique": "musique/musique_ans_dev_sample.jsonl",
     "popqa": "popqa/popqa.jsonl",
+    "webquestions": "webquestions/webquestions.jsonl",  # not released in this layout: the generic JSONL
 }
 
 
@@ -127,7 +128,7 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
             results[(spec.dataset, spec.key)] = _existing_summary(out)
             continue
         flags = dict(
-            dataset=spec.dataset, data=found[spec.dataset], method=spec.method, out=out, corpus=req.corpus,
+            dataset=spec.reader or spec.dataset, data=found[spec.dataset], method=spec.method, out=out, corpus=req.corpus,
             limit=req.limit, model=spec.model or req.model, options=dict(spec.options),
             retriever=spec.retriever or req.retriever, scorer=table.scorer, workers=1,
             baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,

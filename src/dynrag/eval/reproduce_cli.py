@@ -13,7 +13,7 @@ from rich.console import Console
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("reproduce")
     def reproduce_command(
-        table: str = typer.Argument(..., help="dragin-table2 | dragin-table3 | bestpractice-table11"),
+        table: str = typer.Argument(..., help="dragin-table2 | dragin-table3 | bestpractice-table11 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | deeprag-figure5 | deeprag-figure6"),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions of each dataset."),
         model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
         retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 | dense | hybrid | milvus (default bm25)."),

@@ -75,5 +75,7 @@ def render(report: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(row) + " |")
         if n_seen - {None}:
             lines += ["", f"Our questions: {', '.join(str(n) for n in sorted(n_seen - {None}))}."]
+    for remark in table.remarks:
+        lines += ["", remark]
     lines += ["", *(f"Source: {n}" for n in table.notes)]
     return "\n".join(lines) + "\n"

@@ -5,13 +5,14 @@ published cells it is compared with (``data/published.json``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import Field
 
 from dynrag.data import data_path
+from dynrag.errors import ConfigError
 from dynrag.io.files import read_json
 from dynrag.registry import Options, Registry
 
@@ -39,6 +40,7 @@ class RunSpec:
     retriever: str | None = None  # None: the command's --retriever (or the method's default)
     model: str | None = None  # None: the command's --model (DeepRAG's rows name their checkpoints)
     baseline: str | None = None  # the key of the row whose run is this run's --baseline (same dataset)
+    reader: str | None = None  # the loader of the dataset's file when it is not `dataset` (e.g. jsonl)
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,9 @@ class Table:
     published_cells: dict[str, dict[str, dict[str, float]]]  # dataset -> row key -> metric -> value
     paper_setting: str  # one line: what the published numbers were measured with
     scorer: str = "squad"
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # printed as "Source: ..."
     paper_corpus: str | None = None  # what the paper retrieved from, when it is not what `contexts` pools
+    remarks: list[str] = field(default_factory=list)  # printed as they are, after the tables
 
 
 TABLES: Registry[Callable[..., Table]] = Registry("table")
@@ -263,6 +266,82 @@ def deeprag_figure4(options: DeepragTableOptions) -> Table:
     return Table("deeprag-figure4", "DeepRAG Figure 4 (inference strategies)", datasets, runs, lambda _: columns,
                  _cells("deeprag-figure4", "paper"), f"Llama-3-8B (as Table 1), {DEEPRAG_SETTING}",
                  notes=[published()["tables"]["deeprag-figure4"]["source"]], paper_corpus=WIKIPEDIA_BM25)
+
+
+# ---- DeepRAG's efficiency table and ablations (Table 2, Figures 5 and 6) --------------------------------
+
+TABLE2_COLUMNS = [
+    Column("EM", "em", "em"),
+    Column("retrievals all", "retrievals_per_question", "retrievals", 2),
+    Column("retrievals correct", "retrievals_when_correct", "retrievals_correct", 2),
+    Column("retrievals incorrect", "retrievals_when_incorrect", "retrievals_incorrect", 2),
+    Column("s/question", "seconds_per_question", "seconds", 2),
+]
+
+
+@TABLES.register("deeprag-table2", DeepragTableOptions, "DeepRAG Table 2: retrievals per question (correct / incorrect answers) and seconds per question")
+def deeprag_table2(options: DeepragTableOptions) -> Table:
+    """Every method of Table 1 on PopQA (no paper cells: the paper measured WebQuestions) and, when
+    a file is given, on WebQuestions read as dynrag's generic JSONL, beside the published cells."""
+    runs = deeprag_runs(options, ["popqa"])
+    runs += [replace(s, reader="jsonl") for s in deeprag_runs(options, ["webquestions"])]
+    return Table(
+        "deeprag-table2", "DeepRAG Table 2 (retrieval efficiency)", ["popqa", "webquestions"], runs,
+        lambda ds: TABLE2_COLUMNS if ds == "webquestions" else [replace(c, paper=None) for c in TABLE2_COLUMNS],
+        _cells("deeprag-table2", "paper"),
+        "WebQuestions (the model is not named for this table), seconds on an H20*8 machine",
+        notes=[published()["tables"]["deeprag-table2"]["source"]],
+        remarks=["The paper's Table 2 is measured on WebQuestions, which is not among the data here and has no "
+                 "reader of its own: give it as `--data webquestions=FILE`, a JSONL of `{id, question, answers}` "
+                 "(the generic `jsonl` format), with `--corpus DIR` (a Wikipedia index: its records carry no "
+                 "contexts). PopQA's rows have no published cells to compare with. A question counts as correct "
+                 "by exact match; seconds are per question on this machine."],
+    )
+
+
+class ImitationAblationOptions(Options):
+    min: str | None = Field(None, description="stage-I checkpoint trained on `synth --select min` (the default, fewest retrievals)")
+    max: str | None = Field(None, description="stage-I checkpoint trained on `synth --select max` (most retrievals)")
+    random: str | None = Field(None, description="stage-I checkpoint trained on `synth --select random`")
+
+
+class CalibrationAblationOptions(Options):
+    optimal: str | None = Field(None, description="stage-II checkpoint trained with `--pairs optimal` (the default)")
+    all_nodes: str | None = Field(None, description="stage-II checkpoint trained with `--pairs all-nodes`")
+    sentence_order: str | None = Field(None, description="stage-II checkpoint trained with `--pairs sentence-order`")
+    response: str | None = Field(None, description="stage-II checkpoint trained with `--pairs response`")
+
+
+def _ablation(name: str, title: str, rows: list[tuple[str, str, str | None]], option_help: str) -> Table:
+    """`deeprag` (k = 3, its own decisions) once per given checkpoint, on HotpotQA and 2Wiki."""
+    given = [(key, label, model) for key, label, model in rows if model]
+    if not given:
+        raise ConfigError(f"{name} compares checkpoints: give at least one of {option_help}")
+    datasets = ["hotpotqa", "2wikimultihopqa"]
+    runs = [RunSpec(ds, key, label, "deeprag", {"k": 3}, model=model) for ds in datasets for key, label, model in given]
+    columns = [Column("EM", "em", None), Column("F1", "f1", None), Column("retrievals/question", "retrievals_per_question", None, 2)]
+    return Table(name, title, datasets, runs, lambda _: columns, _cells(name, "paper"),
+                 f"Llama-3-8B (as Table 1), average over the test sets, {DEEPRAG_SETTING}",
+                 notes=[published()["tables"][name]["source"]])
+
+
+@TABLES.register("deeprag-figure5", ImitationAblationOptions, "DeepRAG Figure 5: stage-I checkpoints trained on the fewest-, most- and random-retrieval narratives")
+def deeprag_figure5(options: ImitationAblationOptions) -> Table:
+    rows = [("imi_min", "DeepRAG-Imi, fewest retrievals (min)", options.min),
+            ("imi_max", "most retrievals (max)", options.max),
+            ("imi_random", "random correct narrative (random)", options.random)]
+    return _ablation("deeprag-figure5", "DeepRAG Figure 5 (imitation path selection)", rows,
+                     "--option min=MODEL, --option max=MODEL, --option random=MODEL")
+
+
+@TABLES.register("deeprag-figure6", CalibrationAblationOptions, "DeepRAG Figure 6: stage-II checkpoints trained on each kind of preference pair")
+def deeprag_figure6(options: CalibrationAblationOptions) -> Table:
+    rows = [("coc_optimal", "DeepRAG, optimal-path nodes (optimal)", options.optimal),
+            ("coc_all_nodes", "all nodes (all-nodes)", options.all_nodes),
+            ("coc_sentence_order", "sentence-level order (sentence-order)", options.sentence_order),
+            ("coc_response", "whole responses (response)", options.response)]
+    return _ablation("deeprag-figure6", "DeepRAG Figure 6 (calibration preference pairs)", rows,
+                     "--option optimal=MODEL, all_nodes=MODEL, sentence_order=MODEL, response=MODEL")
 
 
 def open_table(name: str, options: dict[str, Any] | None = None) -> Table:

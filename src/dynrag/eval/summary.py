@@ -74,6 +74,10 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 6) if values else 0.0
 
 
+def _mean_or_none(values: list[float]) -> float | None:
+    return _mean(values) if values else None
+
+
 def summarize(
     predictions: Iterable[Mapping[str, Any]],
     dataset_has_support: bool,
@@ -104,6 +108,9 @@ def summarize(
         "recall": _mean([s.recall for s in scores]),
         "accuracy": _mean([s.em for s in scores]) if yes_no else None,
         "retrievals_per_question": _mean([float(p["retrievals"]) for p in preds]),
+        # Split by exact match (DeepRAG's Table 2): None when no answer falls on that side.
+        "retrievals_when_correct": _mean_or_none([float(p["retrievals"]) for p, s in zip(preds, scores) if s.em == 1.0]),
+        "retrievals_when_incorrect": _mean_or_none([float(p["retrievals"]) for p, s in zip(preds, scores) if s.em != 1.0]),
         "generated_tokens_per_question": _mean([float(p["generated_tokens"]) for p in preds]),
         # Decoded tokens per kept token: the cost of generating text that is later thrown away.
         "decoded_per_kept": _ratio(
