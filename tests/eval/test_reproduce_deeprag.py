@@ -1,5 +1,6 @@
 """`dynrag reproduce deeprag-table2|deeprag-figure5|deeprag-figure6`: which runs, which models, the table."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,16 @@ from tests.fakes import method_factory as factory
 
 
 def checkpoints(tmp_path: Path, *names: str) -> dict[str, str]:
-    """Model specs of empty HF directories (specs are checked before a run is written)."""
+    """Model specs of stand-ins for `dynrag train` outputs trained from the bundled model (specs
+    are checked before a run is written; the CoT baseline is checked to be of the same base)."""
+    from dynrag.lm.loader import resolve_model
+
     specs = {}
     for name in names:
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text("{}")
+        (tmp_path / name / "deeprag.json").write_text(json.dumps({"stage": "imitation",
+                                                                   "base_model": resolve_model("bundled")}))
         specs[name] = f"hf:{tmp_path / name}"
     return specs
 
