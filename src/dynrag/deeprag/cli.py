@@ -32,6 +32,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the target's prompt (default: all; 0 for a trained checkpoint)."),
         select: str = typer.Option("min", "--select", help="Which correct narrative to keep: min (fewest retrievals, the paper's) | max (most) | random (seeded by --seed); max and random search the whole tree."),
         seed: int = typer.Option(0, "--seed", help="Seed of --select random (each question's draw depends on it and the question id)."),
+        batch: int = typer.Option(1, "--batch", min=1, help="Questions searched at once, their generations decoded together by one local model (not part of the output's identity)."),
         retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 (default) | dense | hybrid | milvus."),
         retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE (repeatable)."),
         aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
@@ -48,7 +49,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 dataset=dataset, data=data, out=out, corpus=corpus, model=model, teacher=teacher, limit=limit,
                 skip=skip, max_steps=max_steps, max_nodes=max_nodes, k=k, match=match, shots=shots,
                 aliases=aliases, skip_bad=skip_bad, retriever=retriever, retriever_options=list(retriever_option),
-                select=select, seed=seed,
+                select=select, seed=seed, batch=batch,
             )
             summary = run_synth(req, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(summary, indent=2) + "\n")

@@ -87,6 +87,9 @@ class SynthRequest:
     select: str = "min"  # min | max | random: which correct narrative a trajectory holds
     seed: int = 0  # the draw of select=random
     keep: str = "path"  # path | siblings | all-correct (what else a trajectory stores)
+    # Questions searched at once on threads, their generations batched by one model (not part of
+    # the output's identity: a run may resume with another value).
+    batch: int = 1
 
 
 def resolve_config(req: SynthRequest) -> dict[str, Any]:
@@ -276,11 +279,22 @@ def run_synth(req: SynthRequest, *, console: Console | None = None, progress: bo
             console.print(f"resuming {out}: {len(done_ids & by_id)} of {len(examples)} questions already searched")
         if todo:
             models = models or load_models(config, examples, out, console, progress)
-            _search_all(config, todo, len(examples), len(done_ids), models, out, console, progress)
+            if req.batch > 1:
+                models = batched_models(models, req.batch)
+            _search_all(config, todo, len(examples), len(done_ids), models, out, console, progress, req.batch)
         return write_summary(out, config, examples)
 
 
-def _search_all(config, todo, total, already, models: Models, out: Path, console: Console, progress: bool) -> None:
+def batched_models(models: Models, batch: int) -> Models:
+    """The models behind batching engines, so ``batch`` questions can be searched at once."""
+    from dynrag.lm.batching import BatchingLM
+
+    teacher = BatchingLM(models.teacher, max_rows=batch) if models.teacher is not None else None
+    return Models(BatchingLM(models.target, max_rows=batch), teacher, models.retriever)
+
+
+def _search_all(config, todo, total, already, models: Models, out: Path, console: Console, progress: bool,
+                batch: int = 1) -> None:
     target = writer_for(models.target, config["shots"])
     teacher_writer = writer_for(models.teacher, None) if models.teacher is not None else target
     teacher = open_teacher(config["teacher"], target, teacher_writer)
@@ -294,25 +308,50 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
     whole_tree = needs_whole_tree(config["select"]) or config["keep"] == "all-correct"
     with JsonlAppender(out / TRAJECTORIES) as good, JsonlAppender(out / SKIPPED) as bad, \
             progress_bar("synth", total, already, console, progress, unit="questions") as bar:
-        for n, ex in enumerate(todo, 1):
+        def search(ex: QAExample) -> tuple[bool, dict[str, Any], str]:
             started = time.perf_counter()
             expander = QuestionExpander(ex, target, teacher, models.retriever, config["k"], match, yes_no)
             try:
                 result = tree_search(expander, limits, collect_all=whole_tree)
             except NoDecomposition:
-                bad.append({"id": ex.id, "question": ex.question, "reason": "no_decomposition", "tree": None,
-                            "generations": 0, "seconds": 0.0})
-                bar.advance(_stats(found, cut, n))
-                continue
-            seconds = time.perf_counter() - started
+                return False, {"id": ex.id, "question": ex.question, "reason": "no_decomposition", "tree": None,
+                               "generations": 0, "seconds": 0.0}, "no_decomposition"
             if result.status == "found":
-                found += 1
-                good.append(_found_record(config, ex, expander, result, started, whole_tree))
-            else:
-                cut += result.status == "node_limit"
-                bad.append({"id": ex.id, "question": ex.question, "reason": result.status, "tree": result.tree_counts(),
-                            "cut_at": result.cut_at, "generations": expander.generations, "seconds": round(seconds, 3)})
+                return True, _found_record(config, ex, expander, result, started, whole_tree), "found"
+            return False, {"id": ex.id, "question": ex.question, "reason": result.status, "tree": result.tree_counts(),
+                           "cut_at": result.cut_at, "generations": expander.generations,
+                           "seconds": round(time.perf_counter() - started, 3)}, result.status
+
+        # Only this loop writes: each question's line is appended (fsynced) as it finishes.
+        for n, (is_found, record, status) in enumerate(in_flight(search, todo, batch), 1):
+            (good if is_found else bad).append(record)
+            found += is_found
+            cut += status == "node_limit"
             bar.advance(_stats(found, cut, n))
+
+
+def in_flight(fn, items: list, n: int):
+    """``fn(item)`` for every item, at most ``n`` at once on threads, yielded as each finishes (in
+    order, one at a time, with ``n`` = 1)."""
+    if n <= 1:
+        yield from map(fn, items)
+        return
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    queue = iter(items)
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="dynrag-synth") as pool:
+        pending = {pool.submit(fn, item) for _, item in zip(range(n), queue)}
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    yield future.result()
+                    item = next(queue, None)
+                    if item is not None:
+                        pending.add(pool.submit(fn, item))
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def _found_record(config, ex: QAExample, expander: QuestionExpander, result, started: float, whole_tree: bool) -> dict[str, Any]:
