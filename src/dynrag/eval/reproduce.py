@@ -46,6 +46,7 @@ class ReproduceRequest:
     datasets: list[str] | None = None  # only these of the table's datasets
     rows: list[str] | None = None  # only these rows (run keys, e.g. dragin)
     run: bool = True  # False: resolve data and show what would run, and the published numbers
+    batch: int = 1  # questions in flight per run, their generations batched (not part of a run's identity)
 
 
 def find_data(table: Table, req: ReproduceRequest) -> tuple[dict[str, Path], dict[str, str]]:
@@ -131,6 +132,7 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
             dataset=spec.reader or spec.dataset, data=found[spec.dataset], method=spec.method, out=out, corpus=req.corpus,
             limit=req.limit, model=spec.model or req.model, options=dict(spec.options),
             retriever=spec.retriever or req.retriever, scorer=table.scorer, workers=1,
+            batch=req.batch if req.batch > 1 and method_factory is None else None,
             baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,
         )
         plan = make_plan(load_run_config(None, flags, retriever_pairs=list(req.retriever_options)), command="eval")

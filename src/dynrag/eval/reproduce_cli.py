@@ -28,6 +28,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         write: Optional[Path] = typer.Option(None, "--write", help="Also write the markdown table to this file."),
         run: bool = typer.Option(True, "--run/--no-run", help="--no-run: show the published numbers and finished runs only."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+        batch: int = typer.Option(1, "--batch", min=1, metavar="N", help="Questions in flight per run, their generations decoded together by one local model."),
     ) -> None:
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
         with user_errors():
@@ -44,7 +45,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 table=table, options=parse_pairs(option), limit=limit, model=model, retriever=retriever,
                 retriever_options=list(retriever_option), corpus=corpus,
                 data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
-                data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run,
+                data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run, batch=batch,
             )
             err = Console(stderr=True)
             text = render(reproduce(req, console=err, progress=progress and err.is_terminal))
