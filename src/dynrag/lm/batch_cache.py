@@ -85,8 +85,9 @@ class BatchCache:
             return
         lengths = [self.lengths[r] for r in rows]
         start = self.width - max(lengths)
-        index = torch.tensor(rows, device=self._device())
         for layer in self.cache.layers:
+            # Per layer: with device_map=auto the layers of one model live on different devices.
+            index = torch.tensor(rows, device=layer.keys.device)
             layer.keys = layer.keys.index_select(0, index)[:, :, start:, :].contiguous()
             layer.values = layer.values.index_select(0, index)[:, :, start:, :].contiguous()
         self.lengths = lengths
