@@ -8,7 +8,10 @@ Loads the model once, runs a short greedy generation with last-layer attention c
 plain decoding (lookup=0) and with prompt-lookup drafts — and prints tokens/s for each, whether
 the two produced the same tokens, the peak device memory, and the largest difference between the
 captured attention rows and an eager-attention reference pass of the same model over the same
-tokens (``output_attentions``, no capture kernel). ``--float32-reference`` also loads a float32
+tokens (``output_attentions``, no capture kernel). Then ``--batch`` variants of the prompt decode
+together through the batching engine (lm/batch_engine.py) on the same device and dtype: how many
+give the tokens they give alone, the captured rows' largest difference, and tokens/s of the batch.
+``--float32-reference`` also loads a float32
 copy on the CPU and compares its greedy tokens and captured attention (small models only).
 Without a GPU the default is ``device=cpu dtype=bfloat16``: the same code path, on the CPU.
 """
@@ -74,8 +77,34 @@ def max_row_difference(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return max(diffs) if diffs else float("nan")
 
 
+def batched_check(lm, prompt: str, tokens: int, batch: int) -> dict:
+    """``batch`` variants of ``prompt`` decoded alone, then together through the batching engine."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dynrag.lm.batching import BatchingLM
+
+    prompts = [" ".join([prompt.split(". ")[0] + "."] * (1 + i % 3)) + " " + prompt for i in range(batch)]
+    lm.draft_tokens = 0
+    alone = [timed_generation(lm, p, tokens, 0)[0] for p in prompts]
+    batching = BatchingLM(lm, max_rows=batch)
+    start = time.perf_counter()
+    with ThreadPoolExecutor(batch) as pool:
+        together = list(pool.map(lambda p: batching.generate(p, tokens, capture_attention=True), prompts))
+    if str(lm.model.device).startswith("cuda"):
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    batching.close()
+    return {
+        "batch_rows": batching.stats.peak_rows,
+        "batch_same_tokens": sum(a.token_ids == b.token_ids for a, b in zip(alone, together)),
+        "batch_attention_max_diff": max(max_row_difference(a.attention, b.attention)
+                                        for a, b in zip(alone, together) if a.token_ids == b.token_ids),
+        "batch_tokens_per_s": round(sum(len(b.token_ids) for b in together) / seconds, 2),
+    }
+
+
 def check(model: str, device: str, dtype: str, tokens: int, draft_tokens: int, float32_reference: bool,
-          prompt: str = PROMPT) -> dict:
+          prompt: str = PROMPT, batch: int = 4) -> dict:
     spec = ModelSpec.parse(model).with_options(device=device, dtype=dtype)
     lm = load_lm(spec, progress=True)
     where = str(lm.model.device)
@@ -95,6 +124,8 @@ def check(model: str, device: str, dtype: str, tokens: int, draft_tokens: int, f
         "peak_memory_gb": round(peak_memory_bytes(where) / 1e9, 3),
         "text": lm.decode(plain.token_ids),
     }
+    if batch > 1:
+        result.update(batched_check(lm, prompt, tokens, batch))
     if float32_reference:
         reference = load_lm(ModelSpec.parse(model).with_options(device="cpu", dtype="float32"), progress=True)
         ref, _ = timed_generation(reference, prompt, tokens, 0)
@@ -116,10 +147,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--prompt", default=PROMPT)
     parser.add_argument("--lookup", type=int, default=5, help="draft tokens of the prompt-lookup run")
+    parser.add_argument("--batch", type=int, default=4, help="rows of the batched check (1: leave it out)")
     parser.add_argument("--float32-reference", action="store_true", help="compare with a float32 copy on the CPU")
     args = parser.parse_args(argv)
     device = args.device if args.device != "auto" or cuda_count() else "cpu"
-    result = check(args.model, device, args.dtype, args.tokens, args.lookup, args.float32_reference, args.prompt)
+    result = check(args.model, device, args.dtype, args.tokens, args.lookup, args.float32_reference, args.prompt,
+                   args.batch)
     print(json.dumps(result, indent=2))
     return result
 

@@ -22,4 +22,7 @@ def test_gpu_check_runs_in_bfloat16_on_the_cpu(tmp_path, capsys):
     assert result["lookup_same_tokens"] and result["plain_tokens_per_s"] > 0
     assert result["eager_attention_max_diff"] < 2e-2  # bf16 rounding, not a wrong row
     assert result["float32_attention_max_diff"] < 5e-2
+    # Batched in bf16: each row decodes as it would alone.
+    assert result["batch_rows"] == 4 and result["batch_same_tokens"] == 4
+    assert result["batch_attention_max_diff"] < 2e-2 and result["batch_tokens_per_s"] > 0
     assert '"plain_tokens_per_s"' in capsys.readouterr().out
