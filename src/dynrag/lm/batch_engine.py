@@ -33,7 +33,7 @@ from dynrag.lm.row_decode import RowDecoder
 from dynrag.lm.stopping import StopWhen
 
 DEFAULT_MAX_ROWS = 8
-DEFAULT_MAX_CACHED_TOKENS = 16_384  # padded positions of the batch (SmolLM2-135M: ~46 KB each)
+CACHED_TOKENS_PER_ROW = 2_048  # the default cap on padded positions, per row (SmolLM2-135M: ~46 KB each)
 
 
 @dataclass
@@ -79,10 +79,11 @@ class EngineStats:
 
 
 class BatchEngine:
-    def __init__(self, lm: Any, max_rows: int = DEFAULT_MAX_ROWS, max_cached_tokens: int = DEFAULT_MAX_CACHED_TOKENS):
+    def __init__(self, lm: Any, max_rows: int = DEFAULT_MAX_ROWS, max_cached_tokens: int | None = None):
         if max_rows < 1:
             raise ValueError("max_rows must be at least 1")
-        self.lm, self.max_rows, self.max_cached_tokens = lm, max_rows, max_cached_tokens
+        self.lm, self.max_rows = lm, max_rows
+        self.max_cached_tokens = max_cached_tokens if max_cached_tokens is not None else max_rows * CACHED_TOKENS_PER_ROW
         self.stats = EngineStats()
         self._waiting: deque[GenerateRequest | CallRequest] = deque()
         self._wake = threading.Condition()

@@ -15,7 +15,7 @@ import numpy as np
 
 from dynrag.errors import ConfigError
 from dynrag.lm.base import Generation, Prompt, PrefillCounts
-from dynrag.lm.batch_engine import DEFAULT_MAX_CACHED_TOKENS, BatchEngine, EngineStats
+from dynrag.lm.batch_engine import BatchEngine, EngineStats
 from dynrag.lm.stopping import StopWhen
 
 
@@ -34,7 +34,7 @@ def can_batch(lm: Any) -> str | None:
 
 
 class BatchingLM:
-    def __init__(self, lm: Any, max_rows: int, max_cached_tokens: int = DEFAULT_MAX_CACHED_TOKENS):
+    def __init__(self, lm: Any, max_rows: int, max_cached_tokens: int | None = None):
         why = can_batch(lm)
         if why is not None:
             raise ConfigError(f"--batch {max_rows}: {why}; use --workers instead")
