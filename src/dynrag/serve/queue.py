@@ -1,9 +1,9 @@
 """Up to ``workers`` requests run at once; a bounded queue holds the next ones; beyond it, 429.
 
 `ModelQueue.submit` admits a job or raises `QueueFull` (with a Retry-After estimate from recent
-service times, shared out over the workers). Jobs run on ``workers`` threads: one for a model that
-answers one request at a time, N when the server batches (the generations of the N running
-requests then decode together, serve/cli.py wraps the model for that). `wait_for` is the async side: it returns the job's
+service times, shared out over the workers). Jobs run on ``workers`` threads: one for a model
+that answers one request at a time, N when the server batches (the generations of the N
+running requests then decode together; serve/cli.py wraps the model for that). `wait_for` is the async side: it returns the job's
 result, or cancels the job (which then stops at its next token) when the request's deadline passes
 or its client hangs up. Counters feed `/health`.
 """
