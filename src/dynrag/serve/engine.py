@@ -113,7 +113,7 @@ class Engine:
         return built
 
     def answer(self, name: str, options: MethodOptions, question: str) -> dict[str, Any]:
-        """Runs on the model thread: the full trace, as `dynrag ask --trace` writes it."""
+        """Runs on a model worker thread: the full trace, as `dynrag ask --trace` writes it."""
         return self.method(name, options).answer(question).to_dict()
 
     def prompt_tokens(self, question: str) -> int:

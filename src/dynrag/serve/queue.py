@@ -91,8 +91,9 @@ class ModelQueue:
             running = True
             self.lm.event = job.cancel  # this worker thread's; the others keep theirs
             result = fn()
-            self._service.append(time.perf_counter() - started)
-            self.count("completed")
+            with self._lock:  # read under it by _retry_after: no deque mutated while summed
+                self._service.append(time.perf_counter() - started)
+                self.counts["completed"] += 1
             return result
         except Cancelled:
             self.count("cancelled")
