@@ -138,7 +138,7 @@ def test_client_disconnect_cancels_the_work(served, demo_question):
 
 @pytest.fixture(scope="module")
 def tight(tmp_path_factory):
-    """A second server: one request may wait while one runs, a 4-second timeout, and a run
+    """A second server: one request at a time (--batch 1), one may wait while it runs, a 4-second timeout, and a run
     configuration whose method and options are the default for requests that name none."""
     from tests.serve.conftest import Served
 
@@ -147,7 +147,7 @@ def tight(tmp_path_factory):
     config.write_text("method: direct\noptions:\n  max_new_tokens: 600\n")
     port = free_port()
     with dynrag_serve(port, artifacts_dir() / "serve-tight.log", "--config", str(config),
-                      "--queue-size", "1", "--timeout", "4"):
+                      "--batch", "1", "--queue-size", "1", "--timeout", "4"):
         yield Served(port, None)
 
 

@@ -1,7 +1,8 @@
 """The FastAPI app: OpenAI-compatible chat completions, /v1/ask, /v1/models, /health, the viewer.
 
 Every error is answered in OpenAI's error shape. Work for the model goes through the ModelQueue
-(one at a time, bounded queue, 429 beyond it); a request past its timeout (504) or whose client
+(``batch`` requests at a time, their generations decoded together when it is over 1; a bounded
+queue; 429 beyond it); a request past its timeout (504) or whose client
 hangs up is cancelled at the next generated token.
 
 Streaming: dynamic methods may throw generated text away (DRAGIN cuts its answer where retrieval
@@ -48,7 +49,7 @@ KEEPALIVE_SECONDS = 1.0
 
 
 def create_app(engine: Engine, settings: ServeSettings) -> FastAPI:
-    queue = ModelQueue(engine.lm, settings.queue_size)
+    queue = ModelQueue(engine.lm, settings.queue_size, workers=settings.batch or 1)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -205,7 +206,7 @@ async def _stream(job, queue: ModelQueue, request: Request, deadline: float, com
         while not future.done():
             if time.monotonic() > deadline:
                 job.cancel.set()
-                queue.counts["timed_out"] += 1
+                queue.count("timed_out")
                 answered = True
                 yield _sse(APIError(504, f"no answer within this server's timeout of {settings.timeout:g} s; the "
                                          "work was cancelled", type="timeout_error", code="timeout").body())
@@ -233,4 +234,4 @@ async def _stream(job, queue: ModelQueue, request: Request, deadline: float, com
     finally:
         if not answered and not job.future.done():  # the client went away (the stream was closed): stop the work
             job.cancel.set()
-            queue.counts["disconnected"] += 1
+            queue.count("disconnected")

@@ -35,7 +35,11 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             None, "--api-key", envvar="DYNRAG_API_KEY", show_envvar=True,
             help="Bearer key required on every /v1/* request (the viewer page asks for it).",
         ),
-        queue_size: int = typer.Option(_DEFAULTS.queue_size, "--queue-size", help="Requests that may wait while one runs; beyond: 429."),
+        queue_size: int = typer.Option(_DEFAULTS.queue_size, "--queue-size", help="Requests that may wait while the running ones run; beyond: 429."),
+        batch: Optional[int] = typer.Option(
+            None, "--batch", metavar="N", help="Requests run at once, their generations decoded together in one "
+            "forward pass a token. Default: 8 for a local model that can batch, else 1 (an openai: model).",
+        ),
         timeout: float = typer.Option(_DEFAULTS.timeout, "--timeout", help="Seconds a request may wait and run; then 504 and the work stops."),
         max_body_bytes: int = typer.Option(_DEFAULTS.max_body_bytes, "--max-body-bytes", help="Largest request body (413 beyond)."),
         max_question_chars: int = typer.Option(_DEFAULTS.max_question_chars, "--max-question-chars", help="Longest question."),
@@ -48,7 +52,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
             settings = parse_model(ServeSettings, {
                 "host": host, "port": port, "api_key": api_key or None, "queue_size": queue_size,
-                "timeout": timeout, "max_body_bytes": max_body_bytes, "max_question_chars": max_question_chars,
+                "batch": batch, "timeout": timeout, "max_body_bytes": max_body_bytes, "max_question_chars": max_question_chars,
                 "max_tokens": max_tokens,
             }, "dynrag serve")
             flags = dict(index=index_dir, model=model, retriever=retriever, exemplars=exemplars)
@@ -66,6 +70,7 @@ def build_app(settings: ServeSettings, run, console: Console):
     from dynrag.serve.engine import Engine
 
     plan = make_plan(run, command="serve")  # every check before the demo index is built or anything loads
+    refuse_http_batch(settings.batch, plan.model)
     index_dir = plan.retriever.index if plan.retriever and plan.retriever.index is not None else None
     if index_dir is None and plan.retriever is not None and plan.retriever.traits.needs_index:
         index_dir = demo_index(console)
@@ -78,9 +83,42 @@ def build_app(settings: ServeSettings, run, console: Console):
     parts = assemble(plan, index_dir=index_dir, with_method=False, load=load,
                      say=lambda line: console.print(f"[yellow]warning:[/yellow] {line}"))
     label = str(index_dir) if index_dir is not None else plan.retriever.name
-    engine = Engine(parts.lm, parts.retriever, parts.builder, index_label=label,
+    batch = choose_batch(settings.batch, parts.lm)
+    lm = parts.lm
+    if batch > 1:
+        from dynrag.lm.batching import BatchingLM
+
+        lm = BatchingLM(lm, max_rows=batch)  # once: every running request's generations join its batch
+    settings = settings.model_copy(update={"batch": batch})
+    console.print(f"dynrag serve: {batch} request{'s' if batch > 1 else ''} at a time"
+                  + (", generations batched" if batch > 1 else ""))
+    engine = Engine(lm, parts.retriever, parts.builder, index_label=label,
                     default_method=plan.method.name, default_options=run.options)
     return create_app(engine, settings)
+
+
+def refuse_http_batch(requested: int | None, spec) -> None:
+    """``--batch N`` (N > 1) for a model behind an HTTP server, refused before anything loads."""
+    if requested is not None and requested > 1 and spec.is_http:
+        from dynrag.errors import ConfigError
+
+        raise ConfigError(f"--batch {requested}: model {str(spec)!r} runs behind an HTTP server, not in this "
+                          "process, so its generations cannot be batched here; leave out --batch or use --batch 1")
+
+
+def choose_batch(requested: int | None, lm) -> int:
+    """The requests to run at once: ``requested``, else 8 for a model that can batch and 1 otherwise;
+    a request over 1 for a model that cannot batch is refused with the reason."""
+    from dynrag.errors import ConfigError
+    from dynrag.lm.batch_engine import DEFAULT_MAX_ROWS
+    from dynrag.lm.batching import can_batch
+
+    why = can_batch(lm)
+    if requested is None:
+        return DEFAULT_MAX_ROWS if why is None else 1
+    if requested > 1 and why is not None:
+        raise ConfigError(f"--batch {requested}: {why}; use --batch 1")
+    return requested
 
 
 def demo_index(console: Console) -> Path:

@@ -8,6 +8,7 @@ kept by (name, options), since some options load components (a reranker, the que
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from typing import Any, Mapping
 
@@ -35,6 +36,7 @@ class Engine:
         self.default_method, self.default_options = default_method, dict(default_options or {})
         self._methods: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._cached_methods = cached_methods
+        self._methods_lock = threading.Lock()  # requests on several worker threads share the cache
 
     @property
     def model_name(self) -> str:
@@ -96,6 +98,10 @@ class Engine:
 
     def method(self, name: str, options: MethodOptions) -> Any:
         key = (name, json.dumps(options.model_dump(), sort_keys=True, default=str))
+        with self._methods_lock:
+            return self._cached_method(key, name, options)
+
+    def _cached_method(self, key: tuple[str, str], name: str, options: MethodOptions) -> Any:
         if key in self._methods:
             self._methods.move_to_end(key)
             return self._methods[key]
@@ -107,7 +113,7 @@ class Engine:
         return built
 
     def answer(self, name: str, options: MethodOptions, question: str) -> dict[str, Any]:
-        """Runs on the model thread: the full trace, as `dynrag ask --trace` writes it."""
+        """Runs on a model worker thread: the full trace, as `dynrag ask --trace` writes it."""
         return self.method(name, options).answer(question).to_dict()
 
     def prompt_tokens(self, question: str) -> int:

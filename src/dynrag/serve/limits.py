@@ -24,7 +24,9 @@ class ServeSettings(Options):
     host: str = Field("127.0.0.1", description="address to bind; loopback unless told otherwise")
     port: int = Field(DEFAULT_PORT, ge=0, le=65535, description="TCP port (0: any free one)")
     api_key: str | None = Field(None, description="bearer key every /v1/* request must carry (None: open)")
-    queue_size: int = Field(8, ge=0, description="requests that may wait while one runs; beyond: 429")
+    queue_size: int = Field(8, ge=0, description="requests that may wait while the running ones run; beyond: 429")
+    batch: int | None = Field(None, ge=1, description="requests run at once, their generations decoded together "
+                              "(None: 8 for a local model that can batch, else 1)")
     timeout: float = Field(300.0, gt=0, description="seconds a request may wait and run before it is cancelled")
     max_body_bytes: int = Field(65536, ge=256, description="largest request body")
     max_question_chars: int = Field(2000, ge=1, description="longest question")

@@ -1,7 +1,9 @@
-"""The model runs one request at a time; a bounded queue holds the next ones; beyond it, 429.
+"""Up to ``workers`` requests run at once; a bounded queue holds the next ones; beyond it, 429.
 
 `ModelQueue.submit` admits a job or raises `QueueFull` (with a Retry-After estimate from recent
-service times). Jobs run on one worker thread. `wait_for` is the async side: it returns the job's
+service times, shared out over the workers). Jobs run on ``workers`` threads: one for a model
+that answers one request at a time, N when the server batches (the generations of the N
+running requests then decode together; serve/cli.py wraps the model for that). `wait_for` is the async side: it returns the job's
 result, or cancels the job (which then stops at its next token) when the request's deadline passes
 or its client hangs up. Counters feed `/health`.
 """
@@ -51,10 +53,12 @@ def watch(job: Job) -> asyncio.Future:
 
 
 class ModelQueue:
-    def __init__(self, lm: CancellableLM, queue_size: int):
-        self.lm = lm
-        self.capacity = 1 + queue_size  # the one running plus those waiting
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dynrag-model")
+    def __init__(self, lm: CancellableLM, queue_size: int, workers: int = 1):
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.lm, self.workers = lm, workers
+        self.capacity = workers + queue_size  # those running plus those waiting
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dynrag-model")
         self._lock = threading.Lock()
         self._admitted = 0
         self._running = 0
@@ -65,11 +69,12 @@ class ModelQueue:
     def submit(self, fn: Callable[[], Any]) -> Job:
         with self._lock:
             if self._admitted >= self.capacity:
-                self.counts["rejected"] += 1
+                self.counts["rejected"] += 1  # under the lock: many threads count
                 raise QueueFull(self._retry_after(), self.capacity)
             self._admitted += 1
         job = Job()
-        self._jobs.add(job)
+        with self._lock:
+            self._jobs.add(job)
         job.future = self._executor.submit(self._run, job, fn)
         # A cancelled job's exception is expected; retrieve it so asyncio does not warn.
         job.future.add_done_callback(lambda f: f.exception())
@@ -77,32 +82,41 @@ class ModelQueue:
 
     def _run(self, job: Job, fn: Callable[[], Any]) -> Any:
         started = time.perf_counter()
+        running = False
         try:
             if job.cancel.is_set():
                 raise Cancelled()  # cancelled while it waited: never start it
             with self._lock:
-                self._running = 1
-            self.lm.event = job.cancel
+                self._running += 1
+            running = True
+            self.lm.event = job.cancel  # this worker thread's; the others keep theirs
             result = fn()
-            self._service.append(time.perf_counter() - started)
-            self.counts["completed"] += 1
+            with self._lock:  # read under it by _retry_after: no deque mutated while summed
+                self._service.append(time.perf_counter() - started)
+                self.counts["completed"] += 1
             return result
         except Cancelled:
-            self.counts["cancelled"] += 1
+            self.count("cancelled")
             raise
         except Exception:
-            self.counts["failed"] += 1
+            self.count("failed")
             raise
         finally:
             self.lm.event = None
             with self._lock:
-                self._running = 0
+                self._running -= int(running)
                 self._admitted -= 1
-            self._jobs.discard(job)
+                self._jobs.discard(job)
+
+    def count(self, key: str) -> None:
+        with self._lock:
+            self.counts[key] += 1
 
     def _retry_after(self) -> int:
+        """Seconds until a slot frees, roughly: the admitted jobs drain ``workers`` at a time, each
+        taking the recent mean (measured while they shared the model, so batching is in it)."""
         mean = sum(self._service) / len(self._service) if self._service else 5.0
-        return max(1, min(600, math.ceil(mean * self._admitted)))
+        return max(1, min(600, math.ceil(mean * self._admitted / self.workers)))
 
     async def wait_for(self, job: Job, deadline: float,
                        disconnected: Callable[[], Awaitable[bool]] | None = None) -> Any:
@@ -112,27 +126,30 @@ class ModelQueue:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 job.cancel.set()
-                self.counts["timed_out"] += 1
+                self.count("timed_out")
                 raise TimedOut()
             done, _ = await asyncio.wait({future}, timeout=min(0.25, remaining))
             if done:
                 return future.result()
             if disconnected is not None and await disconnected():
                 job.cancel.set()
-                self.counts["disconnected"] += 1
+                self.count("disconnected")
                 raise Disconnected()
 
     def cancel_all(self) -> None:
-        for job in list(self._jobs):
+        with self._lock:
+            jobs = list(self._jobs)
+        for job in jobs:
             job.cancel.set()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     def status(self) -> dict[str, Any]:
         with self._lock:
-            running, admitted = self._running, self._admitted
+            running, admitted, counts = self._running, self._admitted, dict(self.counts)
         return {
             "running": running,
             "waiting": max(0, admitted - running),
+            "batch": self.workers,
             "capacity": self.capacity,
-            **{k: self.counts[k] for k in ("completed", "failed", "cancelled", "timed_out", "disconnected", "rejected")},
+            **{k: counts.get(k, 0) for k in ("completed", "failed", "cancelled", "timed_out", "disconnected", "rejected")},
         }
