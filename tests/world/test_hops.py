@@ -94,3 +94,18 @@ def test_retrieval_decisions_groups_and_retrievals_by_need():
     assert "per_hop" not in rd  # no method decisions recorded
     preds[2]["decisions"] = [{"subquery": "S?", "retrieve": True}]
     assert retrieval_decisions(preds, scores)["per_hop"]["tp"] == 1
+
+
+def test_summary_md_has_the_world_decision_lines():
+    from dynrag.eval.summary import summarize, summary_markdown
+
+    base = {"answers": ["a"], "final_answer": "a", "prediction": "a", "generated_tokens": 1, "seconds": 1.0}
+    preds = [{**base, "retrievals": 0, "needs_retrieval": False, "hops": [hop("P", True)], "queries": [],
+              "decisions": [{"subquery": "P?", "retrieve": False}]},
+             {**base, "retrievals": 1, "needs_retrieval": True, "hops": [hop("S", False)], "queries": ["s?"],
+              "decisions": [{"subquery": "S?", "retrieve": True}]}]
+    text = summary_markdown(summarize(preds, dataset_has_support=False, yes_no=False))
+    assert "## Retrieval decisions (2 questions with ground truth, 1 need retrieval)" in text
+    assert "Retrievals per question: 0.00 on all-known questions, 1.00 on those that need retrieval." in text
+    assert "Queries naming an unknown hop's entity: 1 of 1 (100.0 %)." in text
+    assert "Per hop (retrieved against unknown, 2 matched): TP 1, FP 0, FN 0, TN 1; precision 100.0 %" in text
