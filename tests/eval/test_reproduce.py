@@ -194,7 +194,8 @@ def test_the_header_says_when_the_deltas_set_a_contexts_pool_against_wikipedia(t
                              progress=False))
     assert "| method | EM ours |" in index and "Δ: our" not in index
     figure = render(reproduce(request(tmp_path, "deeprag-figure4", data={}, run=False), progress=False))
-    assert "| method | EM ours |" in figure  # no published cells: no Δ column to qualify
+    # no published column: nothing to qualify, no "ours", no Δ
+    assert "| method | EM | F1 |" in figure and "Δ" not in figure
 
 
 def test_deeprag_figure4_forces_every_decision_one_way_then_lets_the_model_decide(tmp_path):

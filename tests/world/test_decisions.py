@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from dynrag.eval.examples import QAExample
@@ -41,3 +42,23 @@ def test_the_world_loader_fills_needs_retrieval_and_eval_records_it(tmp_path: Pa
     assert summary["retrieval_decisions"]["tp"] == 1
     plain = make_record(QAExample("q", "Q?", ["a"]), answer, 0.1, yes_no=False)
     assert "needs_retrieval" not in plain and "retrieval_decisions" not in summarize([plain], True, False)
+
+
+def test_hops_and_subquery_decisions_reach_the_prediction_record(tmp_path: Path):
+    make_world(TINY, tmp_path, Knowledge())
+    examples = list(load_examples("world", tmp_path / "train.jsonl"))
+    multi = next(e for e in examples if len(e.hops) == 2)
+    record_in = next(r for r in map(json.loads, (tmp_path / "train.jsonl").read_text().splitlines())
+                     if r["id"] == multi.id)
+    assert [(h.entity, h.known) for h in multi.hops] == [
+        (s["entity"], s["known"]) for s in record_in["question_decomposition"]]
+    steps = [{"kind": "answer", "details": {"subquery": multi.decomposition[0], "decision": "retrieve"}},
+             {"kind": "answer", "details": {"subquery": multi.decomposition[1], "decision": "parametric"}}]
+    answer = {"answer": "x", "final_answer": "x", "retrievals": [{"query": multi.decomposition[0], "hits": []}],
+              "steps": steps}
+    record = make_record(multi, answer, 0.1, yes_no=False)
+    assert record["hops"] == [{"entity": h.entity, "known": h.known} for h in multi.hops]
+    assert [d["retrieve"] for d in record["decisions"]] == [True, False]
+    # other datasets' records are as before
+    plain = make_record(next(iter(load_examples("musique", tmp_path / "train.jsonl"))), answer, 0.1, yes_no=False)
+    assert "hops" not in plain and "decisions" not in plain

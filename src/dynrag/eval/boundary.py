@@ -43,6 +43,14 @@ def confusion(skipped_retrieval: Iterable[bool], known: Iterable[bool]) -> Confu
     return Confusion(tp, fp, fn, tn)
 
 
+def mcc(tp: int, fp: int, fn: int, tn: int) -> float:
+    """Matthews correlation of a 2x2 table, in [-1, 1]. When a row or column of the table is empty
+    (nothing predicted on one side, or no truth on one side) the denominator is 0 and MCC is 0, as
+    scikit-learn defines it: such a table says nothing about agreement."""
+    den = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return (tp * tn - fp * fn) / den if den else 0.0
+
+
 def boundary_scores(c: Confusion) -> dict[str, float]:
     """F1 (positive = did not retrieve / known), accuracy, balanced accuracy and MCC of a 2x2 table.
 
@@ -58,9 +66,7 @@ def boundary_scores(c: Confusion) -> dict[str, float]:
     if c.tn + c.fp:
         recalls.append(c.tn / (c.tn + c.fp))
     balanced = sum(recalls) / len(recalls) if recalls else 0.0
-    mcc_den = math.sqrt((c.tp + c.fp) * (c.tp + c.fn) * (c.tn + c.fp) * (c.tn + c.fn))
-    mcc = (c.tp * c.tn - c.fp * c.fn) / mcc_den if mcc_den else 0.0
-    return {"f1": f1, "accuracy": accuracy, "balanced_accuracy": balanced, "mcc": mcc}
+    return {"f1": f1, "accuracy": accuracy, "balanced_accuracy": balanced, "mcc": mcc(c.tp, c.fp, c.fn, c.tn)}
 
 
 def knowledge_boundary(

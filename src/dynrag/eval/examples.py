@@ -9,6 +9,15 @@ from dynrag.corpus.passage import Passage
 
 
 @dataclass(frozen=True)
+class Hop:
+    """One hop of a generated world's question: the entity it asks about and whether the probed
+    model knows the fact (None: not probed)."""
+
+    entity: str
+    known: bool | None
+
+
+@dataclass(frozen=True)
 class QAExample:
     id: str
     question: str
@@ -18,6 +27,7 @@ class QAExample:
     # Gold sub-questions ("#k" = answer of the k-th), where the dataset has them (eval/decomposition.py).
     decomposition: list[str] = field(default_factory=list)
     needs_retrieval: bool | None = None  # a generated world's ground truth: some hop is unknown to the model
+    hops: list[Hop] = field(default_factory=list)  # a generated world's hops, in order (empty elsewhere)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.errors import ConfigError, DataError
+from dynrag.eval import reproduce_world  # noqa: F401  (registers the `world` table)
 from dynrag.eval.reproduce_tables import RunSpec, Table, open_table
 
 # Where each dataset's dev file sits inside the folder given as `--data-dir`.
@@ -47,6 +48,7 @@ class ReproduceRequest:
     rows: list[str] | None = None  # only these rows (run keys, e.g. dragin)
     run: bool = True  # False: resolve data and show what would run, and the published numbers
     batch: int = 1  # questions in flight per run, their generations batched (not part of a run's identity)
+    world: Path | None = None  # `reproduce world`: the world directory (dynrag world make --out)
 
 
 def find_data(table: Table, req: ReproduceRequest) -> tuple[dict[str, Path], dict[str, str]]:
@@ -107,6 +109,10 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     if req.limit is not None and req.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
     table = open_table(req.table, req.options)
+    if table.prepare is not None:
+        req = table.prepare(req)
+    elif req.world is not None:
+        raise ConfigError(f"--world: table {req.table!r} does not read a world; only `reproduce world` does")
     found, missing = find_data(table, req)
     for ds, why in missing.items():
         console.print(f"[yellow]{ds}: {why}; its rows are left out[/yellow]")

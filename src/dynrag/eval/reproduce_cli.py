@@ -13,7 +13,7 @@ from rich.console import Console
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("reproduce")
     def reproduce_command(
-        table: str = typer.Argument(..., help="dragin-table2 | dragin-table3 | bestpractice-table11 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | deeprag-figure5 | deeprag-figure6"),
+        table: str = typer.Argument(..., help="dragin-table2 | dragin-table3 | bestpractice-table11 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | deeprag-figure5 | deeprag-figure6 | world"),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions of each dataset."),
         model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
         retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 | dense | hybrid | milvus (default bm25)."),
@@ -21,6 +21,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         corpus: str = typer.Option("contexts", "--corpus", help="'contexts' (each dataset's pooled paragraphs) or an index directory."),
         data: list[str] = typer.Option([], "--data", help="DATASET=FILE (repeatable), e.g. hotpotqa=dev.json."),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="A folder holding each dataset's file at its usual place, e.g. hotpotqa/hotpot_dev_distractor_sample.json (docs/methods.md lists them)."),
+        world: Optional[Path] = typer.Option(None, "--world", metavar="DIR", help="`reproduce world`: a world directory (dynrag world make --out DIR); its test split, retrieving from its corpus."),
         dataset: list[str] = typer.Option([], "--dataset", help="Only this dataset of the table (repeatable)."),
         row: list[str] = typer.Option([], "--row", help="Only this row, e.g. dragin or fixed_length (repeatable)."),
         option: list[str] = typer.Option([], "--option", help="Table option KEY=VALUE, e.g. paper_model=Llama2-7b-chat."),
@@ -46,6 +47,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 retriever_options=list(retriever_option), corpus=corpus,
                 data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
                 data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run, batch=batch,
+                world=world,
             )
             err = Console(stderr=True)
             text = render(reproduce(req, console=err, progress=progress and err.is_terminal))

@@ -39,12 +39,14 @@ def render(report: dict[str, Any]) -> str:
     results = report["results"]
     from dynrag.lm.loader import resolve_model
 
+    # A table without any published column (a figure given as bars, a generated world) has no Δ.
+    compared = any(c.paper for ds in table.datasets for c in table.columns(ds))
     lines = [
-        f"# {table.title}: ours beside the published numbers",
+        f"# {table.title}" + (": ours beside the published numbers" if compared else ""),
         "",
         f"Ours: model `{resolve_model(req.model)}`, retriever {req.retriever or 'default (bm25; hybrid for presets)'}, "
         f"corpus {req.corpus}, first {req.limit or 'all'} questions, scorer {table.scorer}. "
-        f"Paper: {table.paper_setting}. Δ = ours − paper.",
+        f"Paper: {table.paper_setting}." + (" Δ = ours − paper." if compared else ""),
     ]
     for ds in report.get("datasets", table.datasets):
         specs = [s for s in table.runs if s.dataset == ds]
@@ -54,8 +56,9 @@ def render(report: dict[str, Any]) -> str:
             typed = "published numbers only" if table.published_cells.get(ds) else "its published cells are not typed here either"
             lines += [f"_{report['missing'][ds]}_: {typed}.", ""]
         header = [_method_title(table, req, cols)]
+        ours = " ours" if any(c.paper for c in cols) else ""  # no published column: nothing to tell apart
         for c in cols:
-            header += [f"{c.title} ours"] if c.ours else []
+            header += [f"{c.title}{ours}"] if c.ours else []
             header += [f"{c.title} paper"] if c.paper else []
             header += [f"{c.title} Δ"] if c.ours and c.paper else []
         lines += ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
@@ -75,6 +78,8 @@ def render(report: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(row) + " |")
         if n_seen - {None}:
             lines += ["", f"Our questions: {', '.join(str(n) for n in sorted(n_seen - {None}))}."]
+    if table.after is not None:
+        lines += table.after(results)
     for remark in table.remarks:
         lines += ["", remark]
     lines += ["", *(f"Source: {n}" for n in table.notes)]

@@ -63,7 +63,17 @@ def make_record(
         "kept_tokens": int(answer.get("kept_tokens", answer.get("generated_tokens")) or 0),
         "seconds": round(seconds, 3),
         **({"needs_retrieval": example.needs_retrieval} if example.needs_retrieval is not None else {}),
+        **(_world_fields(example, answer) if example.hops else {}),
     }
+
+
+def _world_fields(example: QAExample, answer: Mapping[str, Any]) -> dict[str, Any]:
+    """A generated world's hops and, where the method wrote them, its per-sub-question decisions
+    (empty for a method without sub-questions): what per-hop scoring reads (world/hops.py)."""
+    from dynrag.world.hops import step_decisions
+
+    return {"hops": [{"entity": h.entity, "known": h.known} for h in example.hops],
+            "decisions": step_decisions(answer.get("steps"))}
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -124,7 +134,7 @@ def summarize(
     if any(p.get("needs_retrieval") is not None for p in preds):  # a generated world (docs/world.md)
         from dynrag.world.decisions import retrieval_decisions
 
-        summary["retrieval_decisions"] = retrieval_decisions(preds)
+        summary["retrieval_decisions"] = retrieval_decisions(preds, [(s.em, s.f1) for s in scores])
     summary.update(meta or {})
     return summary
 
@@ -135,6 +145,31 @@ def _fmt(value: Any, pct: bool = False) -> str:
     if pct:
         return f"{100 * value:.1f}"
     return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def world_lines(rd: Mapping[str, Any]) -> list[str]:
+    """summary.md's lines on a generated world's retrieval decisions (docs/world.md)."""
+    lines = [
+        "",
+        f"## Retrieval decisions ({rd['n']} questions with ground truth, {rd['need_retrieval']} need retrieval)",
+        "",
+        f"Did not retrieve against \"no hop unknown\": TP {rd['tp']}, FP {rd['fp']}, FN {rd['fn']}, TN {rd['tn']}; "
+        f"accuracy {_fmt(rd['accuracy'], True)} %, balanced accuracy {_fmt(rd['balanced_accuracy'], True)} %, "
+        f"MCC {rd['mcc']:.3f}.",
+        f"Retrievals per question: {_fmt(rd.get('retrievals_all_known'))} on all-known questions, "
+        f"{_fmt(rd.get('retrievals_needs_retrieval'))} on those that need retrieval.",
+    ]
+    eq = rd.get("entity_queries") or {}
+    if eq.get("queries"):
+        lines.append(f"Queries naming an unknown hop's entity: {eq['naming_unknown']} of {eq['queries']} "
+                     f"({_fmt(eq['share'], True)} %).")
+    hop = rd.get("per_hop")
+    if hop:
+        lines.append(f"Per hop (retrieved against unknown, {hop['matched']} matched): TP {hop['tp']}, FP {hop['fp']}, "
+                     f"FN {hop['fn']}, TN {hop['tn']}; precision {_fmt(hop['precision'], True)} %, recall "
+                     f"{_fmt(hop['recall'], True)} %, MCC {hop['mcc']:.3f}; {hop['extra_decisions']} extra decisions, "
+                     f"{hop['missing_decisions']} hops without one.")
+    return lines
 
 
 def summary_markdown(summary: Mapping[str, Any]) -> str:
@@ -171,6 +206,8 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
             f"| {_fmt(kb['f1'], True)} | {_fmt(kb['accuracy'], True)} | {_fmt(kb['balanced_accuracy'], True)} "
             f"| {kb['mcc']:.3f} |",
         ]
+    if summary.get("retrieval_decisions"):
+        lines += world_lines(summary["retrieval_decisions"])
     notes = [f"{k.replace('_', ' ')}: {summary[k]}" for k in ("skipped_records", "excluded_records") if summary.get(k)]
     if notes:
         lines += ["", *(f"- {n}" for n in notes)]
