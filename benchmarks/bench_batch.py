@@ -7,7 +7,7 @@
 One process holds the bundled model; for each method it answers the same questions one at a time,
 then with ``--batch`` in flight over a batching engine (the same model object, its cache of recent
 calls emptied before each), then on one single-threaded worker process per core (the eval's
-``--workers auto``; their start and model load are left out of the figure: the time from the
+``--workers auto``; with ``--workers-batch B`` also with B questions in flight in each; their start and model load are left out of the figure: the time from the
 start to the first answer, less that answer's own seconds). Retrieval is BM25 over the pooled
 context paragraphs of the questions (`--corpus contexts`), k = 3, greedy decoding.
 
@@ -74,7 +74,8 @@ def near_tie_gap(lm, a, b) -> str:
     return f"token {t}: logit gap {gap:.2e}"
 
 
-def run_workers(method: str, options: dict, data: str, limit: int, index_dir: Path, work: Path, cores: int):
+def run_workers(method: str, options: dict, data: str, limit: int, index_dir: Path, work: Path, cores: int,
+                batch: int = 1):
     from dynrag.config import load_run_config
     from dynrag.eval.processes import Processes
     from dynrag.eval.runner import default_method_factory, eval_config
@@ -84,7 +85,7 @@ def run_workers(method: str, options: dict, data: str, limit: int, index_dir: Pa
     plan = make_plan(load_run_config(None, dict(dataset="hotpotqa", data=data, method=method, options=options,
                                                  limit=limit, out=work / f"w-{method}", corpus="contexts")),
                      command="eval")
-    job = WorkerJob(eval_config(plan), str(index_dir), str(work), default_method_factory, torch_threads=1)
+    job = WorkerJob(eval_config(plan), str(index_dir), str(work), default_method_factory, torch_threads=1, batch=batch)
     examples = list(load_examples("hotpotqa", Path(data)))[:limit]
     started = time.perf_counter()
     first = None
@@ -104,6 +105,8 @@ def main() -> None:
     ap.add_argument("--methods", default="direct,single,flare,dragin,deeprag")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--no-workers", action="store_true", help="leave out the worker-process comparison")
+    ap.add_argument("--workers-batch", type=int, default=0,
+                    help="also time the worker processes with this many questions in flight in each (--workers N --batch B)")
     args = ap.parse_args()
     cores = len(os.sched_getaffinity(0))
     examples = list(load_examples("hotpotqa", Path(args.data)))[: args.limit]
@@ -137,26 +140,32 @@ def main() -> None:
         t_workers, by_workers = (None, None)
         if not args.no_workers:
             t_workers, by_workers = run_workers(name, options, args.data, args.limit, index.path, work, cores)
+        t_wb = None
+        if args.workers_batch > 1:
+            t_wb, _ = run_workers(name, options, args.data, args.limit, index.path, work, cores, args.workers_batch)
         same = sum(a["answer"] == b["answer"] for a, b in zip(one, many))
         for q, a, b in zip(questions, one, many):
             if a["answer"] != b["answer"]:
                 pair = next(((x, y) for x, y in zip(alone_lm.calls[q], batched_lm.calls[q]) if x.token_ids != y.token_ids),
                             None)
                 differences.append(f"{name}: {q!r}: " + (near_tie_gap(lm, *pair) if pair else "calls differ in number"))
-        rows.append((name, t_one, t_many, t_workers, same, stats, before, load()))
+        rows.append((name, t_one, t_many, t_workers, t_wb, same, stats, before, load()))
         w = f"{60 * len(questions) / t_workers:.1f}" if t_workers else "–"
         print(f"{name}: one at a time {t_one:.0f} s, batched {t_many:.0f} s, workers {t_workers or 0:.0f} s "
               f"(q/min {60 * len(questions) / t_one:.1f} / {60 * len(questions) / t_many:.1f} / {w}); "
-              f"same answers {same}/{len(questions)}; mean rows a step {stats.row_steps / max(stats.steps, 1):.1f}; "
+              + (f", workers x batch {args.workers_batch} {t_wb:.0f} s" if t_wb else "") +
+              f"; same answers {same}/{len(questions)}; mean rows a step {stats.row_steps / max(stats.steps, 1):.1f}; "
               f"load {before} -> {load()}", flush=True)
     print()
+    wb = f"--workers {cores} --batch {args.workers_batch}"
     print(f"| method | q/min one at a time | q/min --batch {args.batch} | × one at a time | q/min --workers {cores} "
-          f"| batch × workers | same answers | rows a step | load |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+          f"| batch × workers | q/min {wb} | {wb} × workers | same answers | rows a step | load |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     n = len(questions)
-    for name, t_one, t_many, t_workers, same, stats, before, after in rows:
+    for name, t_one, t_many, t_workers, t_wb, same, stats, before, after in rows:
         workers = f"{60 * n / t_workers:.1f} | {t_workers / t_many:.2f}" if t_workers else "– | –"
-        print(f"| {name} | {60 * n / t_one:.1f} | {60 * n / t_many:.1f} | {t_one / t_many:.2f} | {workers} | "
+        both = f"{60 * n / t_wb:.1f} | {t_workers / t_wb:.2f}" if t_wb and t_workers else "– | –"
+        print(f"| {name} | {60 * n / t_one:.1f} | {60 * n / t_many:.1f} | {t_one / t_many:.2f} | {workers} | {both} | "
               f"{same}/{n} | {stats.row_steps / max(stats.steps, 1):.1f} | {before} → {after} |")
     print()
     print("answers that differ between one at a time and batched:" if differences else "no answer differs")

@@ -37,11 +37,24 @@ def test_batched_eval_writes_the_predictions_of_one_at_a_time(tmp_path, tiny_mod
     assert predictions(tmp_path / "many") == predictions(tmp_path / "one")
 
 
+@pytest.mark.slow  # spawns two worker processes, each importing torch
+def test_worker_processes_each_batching_write_the_predictions_of_one_at_a_time(tmp_path, tiny_model):
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(7))
+    common = dict(dataset="jsonl", data=data, method="flare", corpus="contexts", model=tiny_model,
+                  options={"max_new_tokens": 12})
+    run_eval(eval_plan(out=tmp_path / "one", **common), progress=False)
+    summary = run_eval(eval_plan(out=tmp_path / "many", workers=2, batch=3, **common), progress=False)
+    assert summary["n"] == 7
+    records = read_predictions(tmp_path / "many")
+    assert len(records) == len({r["id"] for r in records}) == 7
+    assert predictions(tmp_path / "many") == predictions(tmp_path / "one")
+
+
 def test_batch_refuses_other_executors_and_server_models(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
     common = dict(dataset="jsonl", data=data, method="direct", out=tmp_path / "run")
-    with pytest.raises(ConfigError, match="--batch and --workers"):
-        eval_plan(batch=2, workers=2, **common)
+    with pytest.raises(ConfigError, match="--batch and --dask"):
+        eval_plan(batch=2, dask="tcp://127.0.0.1:1", **common)
     with pytest.raises(ConfigError, match="--batch must be a number >= 1"):
         eval_plan(batch=0, **common)
     plan = eval_plan(batch=3, model="openai:http://127.0.0.1:9/v1#m", **common)

@@ -109,17 +109,9 @@ class Batched(Threads):
         return f"{self.n} questions in flight, generations batched"
 
     def build(self) -> Method:
-        from pathlib import Path
+        from dataclasses import replace
 
-        from dynrag.eval.steps import open_run_retriever
-        from dynrag.lm.batching import BatchingLM
-        from dynrag.run.assemble import make_method, open_model
-        from dynrag.run.plan import plan_from_saved
-
-        job = self.job
-        retriever = open_run_retriever(job.config, job.index_dir, Path(job.work_dir), self.progress)
-        plan = plan_from_saved(job.config)
-        return make_method(plan, BatchingLM(open_model(plan.model, self.progress), max_rows=self.n), retriever)
+        return replace(self.job, batch=self.n).build(self.progress)
 
 
 # ---- choosing an executor -----------------------------------------------------------------------
@@ -157,7 +149,7 @@ def make_executor(
     from dynrag.errors import ConfigError
 
     check_execution(workers=workers, dask=dask, concurrency=concurrency, batch=batch)
-    if batch > 1:
+    if batch > 1 and workers in (1, "auto"):
         return Batched(job, min(batch, max(todo, 1)), progress)
     if concurrency > 1:
         return Threads(job, min(concurrency, max(todo, 1)), progress)
@@ -178,4 +170,4 @@ def make_executor(
     from dynrag.eval.processes import Processes
 
     threads = job.torch_threads or max(1, usable_cores() // n)  # the cores shared out, one model each
-    return Processes(WorkerJob(job.config, job.index_dir, job.work_dir, job.factory, threads), n)
+    return Processes(WorkerJob(job.config, job.index_dir, job.work_dir, job.factory, threads, batch), n)

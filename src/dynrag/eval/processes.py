@@ -37,7 +37,8 @@ class _Worker:
     process: Any
     conn: Connection
     ready: bool = False
-    current: Question | None = None
+    # Questions handed to it and not answered yet: one, or up to the job's batch.
+    current: list[Question] = field(default_factory=list)
 
 
 @dataclass
@@ -48,7 +49,8 @@ class Processes:
     description: str = field(init=False)
 
     def __post_init__(self) -> None:
-        self.description = f"{self.n} worker processes"
+        self.description = f"{self.n} worker processes" + (
+            f", {self.job.batch} questions in flight in each, generations batched" if self.job.batch > 1 else "")
 
     def answers(self, questions: Sequence[Question]) -> Iterator[Outcome]:
         import multiprocessing
@@ -71,9 +73,9 @@ class Processes:
                 start()
             while queue or any(w.current for w in workers):
                 for w in workers:
-                    if w.ready and w.current is None and queue:
-                        w.current = queue.popleft()
-                        w.conn.send(w.current)
+                    while w.ready and len(w.current) < self.job.batch and queue:
+                        w.current.append(queue.popleft())
+                        w.conn.send(w.current[-1])
                 wait([w.conn for w in workers] + [w.process.sentinel for w in workers])
                 for w in list(workers):
                     closed = False
@@ -91,7 +93,7 @@ class Processes:
                     if w.process.is_alive():
                         continue
                     self._buried(w, workers, queue, deaths)
-                    if not w.ready and w.current is None:
+                    if not w.ready and not w.current:
                         failed_starts += 1
                         if failed_starts >= self.max_attempts:
                             raise WorkerError(
@@ -103,20 +105,20 @@ class Processes:
             _stop(workers)
 
     def _buried(self, w: _Worker, workers: list[_Worker], queue: deque[Question], deaths: dict[str, int]) -> None:
-        """A worker died: take it out, and put its question back at the front of the queue."""
+        """A worker died: take it out, and put its questions back at the front of the queue."""
         w.process.join()
         workers.remove(w)
         w.conn.close()
-        if w.current is None:
-            return
-        qid = w.current[0]
-        deaths[qid] = deaths.get(qid, 0) + 1
-        if deaths[qid] >= self.max_attempts:
-            raise WorkerError(
-                f"question {qid!r} killed {deaths[qid]} worker processes (last exit code {w.process.exitcode}); "
-                "stopping (finished answers are saved: fix the cause and run the command again)"
-            )
-        queue.appendleft(w.current)
+        for question in reversed(w.current):
+            qid = question[0]
+            deaths[qid] = deaths.get(qid, 0) + 1
+            if deaths[qid] >= self.max_attempts:
+                raise WorkerError(
+                    f"question {qid!r} killed {deaths[qid]} worker processes (last exit code {w.process.exitcode}); "
+                    "stopping (finished answers are saved: fix the cause and run the command again)"
+                )
+            queue.appendleft(question)
+        w.current = []
 
     def _handle(self, w: _Worker, message: tuple) -> Outcome | None:
         kind = message[0]
@@ -124,10 +126,10 @@ class Processes:
             w.ready = True
             return None
         if kind == "done":
-            w.current = None
+            w.current = [q for q in w.current if q[0] != message[1].id]
             return message[1]
         if kind == "error":  # the method raised (or the worker could not build it): raise it here
-            w.current = None
+            w.current = []
             raise _unpickle_error(message[1], message[2])
         raise WorkerError(f"unexpected message from a worker process: {kind!r}")
 
@@ -155,6 +157,9 @@ def _worker_main(job: WorkerJob, conn: Connection) -> None:
             conn.send(("error", _pickled(exc), traceback.format_exc()))
             return
         conn.send(("ready", os.getpid()))
+        if job.batch > 1:
+            _answer_in_flight(method, conn, job.batch)
+            return
         while True:
             task = conn.recv()
             if task is None:
@@ -168,6 +173,34 @@ def _worker_main(job: WorkerJob, conn: Connection) -> None:
             conn.send(("done", outcome))
     except (EOFError, OSError, KeyboardInterrupt):
         return  # the coordinator went away or Ctrl-C: nothing to report to
+
+
+def _answer_in_flight(method: Any, conn: Connection, n: int) -> None:
+    """Answer up to ``n`` questions at once on threads (their generations batched by the method's
+    model), each outcome sent as it finishes; the coordinator never hands over more than ``n``."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    sending = threading.Lock()
+    failed = threading.Event()
+
+    def answer(qid: str, question: str) -> None:
+        try:
+            outcome = timed_answer(method, qid, question)
+        except Exception as exc:  # noqa: BLE001
+            with sending:
+                conn.send(("error", _pickled(exc), traceback.format_exc()))
+            failed.set()
+            return
+        with sending:
+            conn.send(("done", outcome))
+
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="dynrag-worker") as pool:
+        while not failed.is_set():
+            task = conn.recv()
+            if task is None:
+                return
+            pool.submit(answer, *task)
 
 
 def _pickled(exc: BaseException) -> bytes | None:

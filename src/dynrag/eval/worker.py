@@ -43,6 +43,9 @@ class WorkerJob:
     work_dir: str  # the run directory (dense parts and milvus files are looked up beside it)
     factory: MethodFactory
     torch_threads: int | None = None  # per worker process; None leaves torch's default
+    # Questions in flight in each process over one batching model (lm/batch_engine.py); 1: one at a
+    # time. Only for the run's own method (the default factory): it is rebuilt over the batching model.
+    batch: int = 1
 
     @property
     def key(self) -> str:
@@ -51,7 +54,7 @@ class WorkerJob:
         factory = [getattr(f, "__module__", ""), getattr(f, "__qualname__", None) or repr(f)]
         if not hasattr(f, "__qualname__"):  # a factory object: its fields decide what it builds
             factory.append(repr(f))
-        text = json.dumps([self.config, self.index_dir, self.work_dir, factory], sort_keys=True, default=str)
+        text = json.dumps([self.config, self.index_dir, self.work_dir, factory, self.batch], sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
     def build(self, progress: bool = False) -> Method:
@@ -60,7 +63,19 @@ class WorkerJob:
         from dynrag.eval.steps import open_run_retriever
 
         retriever = open_run_retriever(self.config, self.index_dir, Path(self.work_dir), progress)
+        if self.batch > 1:
+            return batched_method(self.config, retriever, self.batch, progress)
         return self.factory(self.config, retriever)
+
+
+def batched_method(config: dict[str, Any], retriever: Retriever | None, batch: int, progress: bool = False) -> Method:
+    """The run's method over its model behind a batching engine with ``batch`` rows."""
+    from dynrag.lm.batching import BatchingLM
+    from dynrag.run.assemble import make_method, open_model
+    from dynrag.run.plan import plan_from_saved
+
+    plan = plan_from_saved(config)
+    return make_method(plan, BatchingLM(open_model(plan.model, progress), max_rows=batch), retriever)
 
 
 def set_torch_threads(n: int) -> None:

@@ -115,9 +115,9 @@ def check_execution(*, workers: int | str = 1, dask: str | None = None, concurre
         raise ConfigError(f"--concurrency must be at least 1 (got {concurrency})")
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise ConfigError(f"--batch must be a number >= 1 (got {batch!r})")
-    if batch > 1 and (dask or concurrency > 1 or workers not in (1, "auto")):
-        raise ConfigError("--batch and --workers/--dask/--concurrency: pick one (--batch keeps N questions in "
-                          "flight in this process, their generations decoded together by one model)")
+    if batch > 1 and (dask or concurrency > 1):
+        raise ConfigError("--batch and --dask/--concurrency: pick one (--batch keeps N questions in flight per "
+                          "process, their generations decoded together by one local model)")
     if concurrency > 1 and (dask or workers not in (1, "auto")):
         raise ConfigError("--concurrency and --workers/--dask: pick one (--concurrency keeps N questions "
                           "in flight against one model server from this process)")
