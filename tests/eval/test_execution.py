@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dynrag.errors import ConfigError
-from dynrag.eval.execution import InProcess, Threads, auto_workers, make_executor
+from dynrag.eval.execution import InProcess, Threads, auto_workers, in_flight, make_executor
 from dynrag.eval.worker import WorkerJob
 from dynrag.eval.processes import Processes, WorkerError
 from dynrag.eval.rundir import read_predictions
@@ -192,3 +192,21 @@ def test_choosing_the_executor(tmp_path):
         make_executor(job, workers=0)
     with pytest.raises(ConfigError, match="--dask and --workers"):
         make_executor(job, workers=2, dask="tcp://127.0.0.1:1")
+
+
+def test_in_flight_yields_every_item_once_with_at_most_n_running():
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def work(i):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.01 * (i % 3))
+        with lock:
+            running[0] -= 1
+        return i * 10
+
+    got = list(in_flight(work, list(range(11)), 3))
+    assert sorted(got) == [i * 10 for i in range(11)]
+    assert peak[0] <= 3
+    assert list(in_flight(work, [1, 2, 3], 1)) == [10, 20, 30]  # one at a time: in order

@@ -43,6 +43,7 @@ from dynrag.deeprag.synth_summary import write_summary
 from dynrag.deeprag.teachers import ModelTeacher, NoDecomposition, Teacher, check_teacher, open_teacher, teacher_kind
 from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
 from dynrag.errors import ConfigError, DataError
+from dynrag.eval.execution import in_flight
 from dynrag.eval.loaders import QAExample, dataset_spec, load_aliases
 from dynrag.eval.rundir import config_differences
 from dynrag.lm.loader import resolve_model
@@ -328,30 +329,6 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
             found += is_found
             cut += status == "node_limit"
             bar.advance(_stats(found, cut, n))
-
-
-def in_flight(fn, items: list, n: int):
-    """``fn(item)`` for every item, at most ``n`` at once on threads, yielded as each finishes (in
-    order, one at a time, with ``n`` = 1)."""
-    if n <= 1:
-        yield from map(fn, items)
-        return
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
-    queue = iter(items)
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="dynrag-synth") as pool:
-        pending = {pool.submit(fn, item) for _, item in zip(range(n), queue)}
-        try:
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    yield future.result()
-                    item = next(queue, None)
-                    if item is not None:
-                        pending.add(pool.submit(fn, item))
-        finally:
-            for future in pending:
-                future.cancel()
 
 
 def _found_record(config, ex: QAExample, expander: QuestionExpander, result, started: float, whole_tree: bool) -> dict[str, Any]:

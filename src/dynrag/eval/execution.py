@@ -26,9 +26,9 @@ a picklable method factory), the same way the coordinator builds it in-process.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from dynrag.eval.worker import Outcome, Question, WorkerJob, timed_answer, usable_cores
 from dynrag.methods.base import Method
@@ -75,29 +75,34 @@ class Threads:
         return self.job.build(self.progress)
 
     def answers(self, questions: Sequence[Question]) -> Iterator[Outcome]:
-        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
         if self.method is None:
             self.method = self.build()
         method = self.method
-        queue = iter(questions)
-        with ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="dynrag-eval") as pool:
-            pending = set()
-            for qid, question in queue:
-                pending.add(pool.submit(timed_answer, method, qid, question))
-                if len(pending) == self.n:
-                    break
-            try:
-                while pending:
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        yield future.result()
-                        nxt = next(queue, None)
-                        if nxt is not None:
-                            pending.add(pool.submit(timed_answer, method, *nxt))
-            finally:
-                for future in pending:
-                    future.cancel()
+        yield from in_flight(lambda q: timed_answer(method, *q), questions, self.n, name="dynrag-eval")
+
+
+def in_flight(fn: Callable[[Any], Any], items: Iterable[Any], n: int, name: str = "dynrag") -> Iterator[Any]:
+    """``fn(item)`` for every item, at most ``n`` at once on threads, yielded as each finishes (in
+    order, one at a time, with ``n`` = 1); what is still queued is cancelled if the caller stops."""
+    if n <= 1:
+        yield from map(fn, items)
+        return
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    queue = iter(items)
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix=name) as pool:
+        pending = {pool.submit(fn, item) for _, item in zip(range(n), queue)}
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    yield future.result()
+                    item = next(queue, None)
+                    if item is not None:
+                        pending.add(pool.submit(fn, item))
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 @dataclass
