@@ -64,18 +64,10 @@ class WorkerJob:
 
         retriever = open_run_retriever(self.config, self.index_dir, Path(self.work_dir), progress)
         if self.batch > 1:
-            return batched_method(self.config, retriever, self.batch, progress)
+            from dynrag.run.assemble import method_from_saved
+
+            return method_from_saved(self.config, retriever, batch=self.batch, progress=progress)
         return self.factory(self.config, retriever)
-
-
-def batched_method(config: dict[str, Any], retriever: Retriever | None, batch: int, progress: bool = False) -> Method:
-    """The run's method over its model behind a batching engine with ``batch`` rows."""
-    from dynrag.lm.batching import BatchingLM
-    from dynrag.run.assemble import make_method, open_model
-    from dynrag.run.plan import plan_from_saved
-
-    plan = plan_from_saved(config)
-    return make_method(plan, BatchingLM(open_model(plan.model, progress), max_rows=batch), retriever)
 
 
 def set_torch_threads(n: int) -> None:

@@ -93,9 +93,16 @@ def assemble(
     return Assembled(lm, retriever, builder, method)
 
 
-def method_from_saved(config: dict[str, Any], retriever: Retriever | None) -> Method:
-    """An eval run's method rebuilt from its config.json (what a worker process is handed)."""
+def method_from_saved(config: dict[str, Any], retriever: Retriever | None, *, batch: int = 1,
+                      progress: bool = True) -> Method:
+    """An eval run's method rebuilt from its config.json (what a worker process is handed); with
+    ``batch`` > 1 its model sits behind a batching engine with that many rows (lm/batching.py)."""
     from dynrag.run.plan import plan_from_saved
 
     plan = plan_from_saved(config)
-    return make_method(plan, open_model(plan.model), retriever)
+    lm = open_model(plan.model, progress)
+    if batch > 1:
+        from dynrag.lm.batching import BatchingLM
+
+        lm = BatchingLM(lm, max_rows=batch)
+    return make_method(plan, lm, retriever)
