@@ -65,16 +65,23 @@ def test_pair_tokens_continue_the_prompt():
     assert preference_share([-1.0, -2.0, -3.0], [-2.0, -1.0, -4.0]) == pytest.approx(2 / 3, abs=1e-4)
 
 
-def test_calibration_end_to_end_prefers_the_chosen_decisions_more_after_training(tmp_path, tiny_model_dir):
-    data = write_wiki(tmp_path / "train2.json", 8)
+def knowing_search(tmp_path, tiny_model_dir, questions: int) -> tuple[SynthRequest, Models]:
+    """A synthesis request over ``questions`` written 2Wiki records and a BM25 index of their
+    contexts, and a scripted searcher that knows every other question's founder (so it retrieves
+    only the founders it does not know)."""
+    data = write_wiki(tmp_path / "train2.json", questions)
     examples = list(load_examples("2wikimultihopqa", data))
     BM25Index.build(pool_contexts(examples), tmp_path / "index", progress=False)
     index = BM25Index.load(tmp_path / "index", backend="numpy")
     founders = {r.decomposition[0].split(" >> ")[0]: r.contexts[0].text.split("founded by ")[1].split(" in ")[0]
                 for r in examples[::2]}
-    search = Models(knowing_model(founders), None, index)  # retrieves only founders it does not know
     synth = SynthRequest(dataset="2wikimultihopqa", data=data, out=tmp_path / "ignored", model=f"hf:{tiny_model_dir}",
                          teacher="dataset", corpus=str(tmp_path / "index"))
+    return synth, Models(knowing_model(founders), None, index)
+
+
+def test_calibration_end_to_end_prefers_the_chosen_decisions_more_after_training(tmp_path, tiny_model_dir):
+    synth, search = knowing_search(tmp_path, tiny_model_dir, 8)
     out = tmp_path / "coc"
     # the default cosine schedule averages about half the peak rate: twice the constant rate this test had
     options = TrainOptions(lr=6e-3, epochs=6, batch_size=4, threads=1)

@@ -12,17 +12,13 @@ from dynrag.corpus.passage import Passage
 from dynrag.deeprag.calibration import CalibrationRequest, run_calibration
 from dynrag.deeprag.losses import completion_logprobs
 from dynrag.deeprag.pairs import build_pairs, node_costs, pair_masks, tokenize_pair
-from dynrag.deeprag.synth import Models, SynthRequest
 from dynrag.deeprag.trainer import TrainOptions
 from dynrag.deeprag.trajectory import Trajectory
 from dynrag.errors import ConfigError
-from dynrag.eval.loaders import load_examples
-from dynrag.eval.pool import pool_contexts
 from dynrag.io.jsonl import read_jsonl
 from dynrag.methods.deeprag.narrative import ANSWER, RETRIEVE, Narrative, NarrativeStep
-from dynrag.retrieval.bm25 import BM25Index
-from tests.deeprag.conftest import narrative_tokenizer, write_wiki
-from tests.deeprag.test_synth import knowing_model
+from tests.deeprag.conftest import narrative_tokenizer
+from tests.deeprag.test_calibration import knowing_search
 
 torch.set_num_threads(1)
 
@@ -121,15 +117,7 @@ def test_given_tokens_carry_no_log_probability():
 
 @pytest.fixture
 def search_setup(tmp_path, tiny_model_dir):
-    data = write_wiki(tmp_path / "train2.json", 4)
-    examples = list(load_examples("2wikimultihopqa", data))
-    BM25Index.build(pool_contexts(examples), tmp_path / "index", progress=False)
-    index = BM25Index.load(tmp_path / "index", backend="numpy")
-    founders = {r.decomposition[0].split(" >> ")[0]: r.contexts[0].text.split("founded by ")[1].split(" in ")[0]
-                for r in examples[::2]}
-    synth = SynthRequest(dataset="2wikimultihopqa", data=data, out=tmp_path / "ignored", model=f"hf:{tiny_model_dir}",
-                         teacher="dataset", corpus=str(tmp_path / "index"))
-    return synth, Models(knowing_model(founders), None, index)
+    return knowing_search(tmp_path, tiny_model_dir, 4)
 
 
 @pytest.mark.parametrize("mode", ["response", "all-nodes"])
