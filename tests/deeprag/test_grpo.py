@@ -168,3 +168,71 @@ def test_bad_options_fail_in_one_line(tmp_path, tiny_model_dir):
         assert result.returncode != 0 and needle in result.stderr and "Traceback" not in result.stderr
     with pytest.raises(ConfigError):
         run_grpo(GrpoRequest("2wikimultihopqa", data, tmp_path / "o", f"hf:{tiny_model_dir}", limit=0))
+
+
+def test_lora_reference_is_the_base_model_with_adapters_off():
+    from dynrag.deeprag.lora import add_lora, lora_disabled
+
+    tok = narrative_tokenizer()
+    model = tiny_llama(len(tok), seed=2)
+    ids = torch.tensor([[5, 9, 14, 22]])
+    base = model(input_ids=ids).logits.detach()
+    params = add_lora(model, rank=2, alpha=4.0)
+    with torch.no_grad():
+        for p in params.values():
+            p.add_(0.05)  # adapters that change the output
+        changed = model(input_ids=ids).logits
+        with lora_disabled(model):
+            reference = model(input_ids=ids).logits
+        assert not torch.allclose(changed, base, atol=1e-4) and torch.allclose(reference, base, atol=1e-6)
+        assert torch.allclose(model(input_ids=ids).logits, changed)  # switched back on after
+
+
+class SampledScript:
+    """A scripted model with the sampling switch rollouts use: one sub-question, retrieved, answered."""
+
+    def __init__(self):
+        from tests.fakes import ScriptedLM
+
+        self.seeds = []
+        self.inner = ScriptedLM(self.reply)
+        self.name = "scripted"
+
+    @staticmethod
+    def reply(text):
+        from dynrag.methods.deeprag.narrative import ANSWER, RETRIEVE, SUBQUERY
+
+        last = text.rstrip("\n").split("\n")[-1]
+        if text.endswith(ANSWER):
+            return " Tessaly"
+        if last.startswith(SUBQUERY):
+            return RETRIEVE
+        if last.startswith(ANSWER):
+            return "So the answer is Tessaly."
+        return f"{SUBQUERY} Where was Ada Byrne born?"
+
+    def sampled(self, sampling):
+        from contextlib import nullcontext
+
+        self.seeds.append(sampling.seed)
+        return nullcontext()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_rollout_retrieves_inside_the_method_and_is_rewarded_for_it():
+    from dynrag.deeprag.rollout import sample_group
+    from dynrag.eval.examples import QAExample
+    from dynrag.lm.row_decode import Sampling
+    from dynrag.methods.deeprag.method import DeepRag, DeepRagOptions
+
+    lm, retriever = SampledScript(), FakeRetriever([Hit("p1", "Ada Byrne", "Ada Byrne was born in Tessaly.", 1.0)])
+    method = DeepRag(lm, None, DeepRagOptions(shots=0), retriever)
+    example = QAExample("q1", "Where was Ada Byrne born?", ["Tessaly"])
+    rollouts = sample_group(method, lm, narrative_tokenizer(), example, 3, 2, Sampling(1.0, 1.0, 0), RewardOptions())
+    assert retriever.queries == ["Where was Ada Byrne born?"] * 2 and len(set(lm.seeds)) == 2
+    for r in rollouts:
+        assert (r.retrievals, r.em, r.wrote_final, r.reward) == (1, 1.0, True, pytest.approx(0.9))
+        assert r.steps[0].passages[0].text == "Ada Byrne was born in Tessaly." and len(r.passages) == 1
+        assert not {i for a, b in r.learned for i in range(a, b)} & set(range(*r.passages[0]))
