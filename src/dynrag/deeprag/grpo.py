@@ -22,7 +22,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +50,7 @@ from dynrag.lm.loader import resolve_model
 from dynrag.lm.row_decode import Sampling
 from dynrag.methods.deeprag.narrative import load_exemplars
 from dynrag.retrieval.base import Retriever
-from dynrag.run.checks import check_aliases, check_data_file, corpus_identity
+from dynrag.run.checks import check_aliases, check_corpus, check_data_file
 
 # GRPO moves a model far with few steps: rates well below the imitation stage's.
 DEFAULT_LR = {"full": 1e-6, "lora": 1e-5}
@@ -97,7 +96,7 @@ def reward_options(options: GrpoOptions) -> RewardOptions:
 def load_training_questions(req: GrpoRequest, console: Console) -> tuple[list[QAExample], bool]:
     spec = dataset_spec(req.dataset)
     check_aliases(req.aliases, spec.name)
-    corpus_identity(req.corpus)
+    check_corpus(req.corpus)
     data = check_data_file(Path(req.data), spec.name)
     if req.limit is not None and req.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
