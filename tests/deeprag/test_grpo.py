@@ -236,3 +236,27 @@ def test_a_rollout_retrieves_inside_the_method_and_is_rewarded_for_it():
         assert (r.retrievals, r.em, r.wrote_final, r.reward) == (1, 1.0, True, pytest.approx(0.9))
         assert r.steps[0].passages[0].text == "Ada Byrne was born in Tessaly." and len(r.passages) == 1
         assert not {i for a, b in r.learned for i in range(a, b)} & set(range(*r.passages[0]))
+
+
+@pytest.mark.slow
+def test_grpo_killed_with_sigkill_resumes_without_sampling_or_logging_twice(tmp_path, tiny_model_dir):
+    from tests.deeprag.killing import kill_when, run_dynrag
+
+    data = write_wiki(tmp_path / "train.json", 24)
+    out = tmp_path / "grpo"
+    args = ["train", "grpo", "--model", f"hf:{tiny_model_dir}", "--dataset", "2wikimultihopqa", "--data", str(data),
+            "--out", str(out), "--questions-per-step", "2", "-G", "2", "--lr", "1e-3", "--save-every", "2", "--threads", "1",
+            "--option", "shots=0", "--option", "max_new_tokens=24", "--no-progress"]
+
+    def checkpointed():
+        try:
+            return json.loads((out / "checkpoint" / "state.json").read_text())["step"] >= 4
+        except (OSError, ValueError):
+            return False
+
+    kill_when(args, checkpointed)
+    done = run_dynrag(args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [json.loads(l)["step"] for l in (out / "train_log.jsonl").read_text().splitlines()] == list(range(1, 13))
+    keys = [(r["step"], r["id"]) for r in map(json.loads, (out / "rollouts.jsonl").read_text().splitlines())]
+    assert len(keys) == len(set(keys)) == 24  # every question's group sampled once, none twice

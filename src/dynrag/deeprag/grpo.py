@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,7 +222,9 @@ class Policy:
 
     def step(self, log: RolloutLog, number: int, questions: list[QAExample]) -> dict[str, float]:
         opts = self.options
+        started = time.perf_counter()
         groups, sampled = self.rollouts(log, number, questions)
+        rollout_seconds = time.perf_counter() - started
         scored = [(r, a) for g in groups for r, a in zip(g, group_advantages([r.reward for r in g]))]
         kept = [(r, a) for r, a in scored if len(r.input_ids) <= opts.max_tokens]
         losses, kls, tokens = [], [], 0
@@ -250,5 +253,6 @@ class Policy:
             "kl": sum(kls) / len(kls) if kls else 0.0,
             "left_out_long": float(len(scored) - len(kept)),
             "groups_sampled": float(sampled),
+            "rollout_seconds": rollout_seconds,  # sampling (or reading back) the groups; the rest is the loss
             "tokens": float(tokens),
         }

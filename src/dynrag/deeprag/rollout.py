@@ -28,6 +28,7 @@ from typing import Any, Callable
 from dynrag.deeprag.examples import IGNORE, imitation_example, masked_tokens, narrative_text
 from dynrag.deeprag.rewards import RewardOptions, rollout_reward
 from dynrag.deeprag.trajectory import Trajectory, parse_steps
+from dynrag.errors import DataError
 from dynrag.eval.examples import QAExample
 from dynrag.eval.metrics import score_answer
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
@@ -123,9 +124,12 @@ class RolloutLog:
 
     def __init__(self, out: Path):
         self.path = Path(out) / ROLLOUTS
-        self.done: dict[tuple[int, str], list[Rollout]] = {
-            (r["step"], r["id"]): [Rollout.from_dict(x) for x in r["rollouts"]] for r in read_jsonl(self.path, repair=True)
-        }
+        self.done: dict[tuple[int, str], list[Rollout]] = {}
+        for n, r in enumerate(read_jsonl(self.path, repair=True), 1):
+            try:
+                self.done[(r["step"], r["id"])] = [Rollout.from_dict(x) for x in r["rollouts"]]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DataError(str(self.path), f"line {n}: not a rollout group ({exc}); use another --out") from exc
         self._sink = JsonlAppender(self.path)
 
     def group(self, step: int, question_id: str, make: Callable[[], list[Rollout]]) -> tuple[list[Rollout], bool]:
