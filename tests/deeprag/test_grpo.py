@@ -141,6 +141,7 @@ def test_two_step_run_interrupted_then_resumed_writes_each_step_and_rollout_once
     assert {"input_ids", "learned", "passages", "final_answer", "em", "f1", "retrievals", "reward"} <= first.keys()
     assert (out / "grpo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "model.safetensors").exists() and (out / "config.json").exists() and not (out / "checkpoint").exists()
+    assert json.loads((out / "grpo_run.json").read_text())["options"]["group"] == 2
     assert json.loads((out / "deeprag.json").read_text())["prompt"] == {"shots": 0}
 
 
@@ -260,3 +261,15 @@ def test_grpo_killed_with_sigkill_resumes_without_sampling_or_logging_twice(tmp_
     assert [json.loads(l)["step"] for l in (out / "train_log.jsonl").read_text().splitlines()] == list(range(1, 13))
     keys = [(r["step"], r["id"]) for r in map(json.loads, (out / "rollouts.jsonl").read_text().splitlines())]
     assert len(keys) == len(set(keys)) == 24  # every question's group sampled once, none twice
+
+
+def test_an_out_with_rollouts_of_other_settings_is_refused(tmp_path):
+    from dynrag.deeprag.grpo import claim_run
+
+    identity = {"questions": "abc", "model": "hf:m", "options": {"group": 4, "beta": 0.04}}
+    claim_run(tmp_path, identity)
+    claim_run(tmp_path, json.loads(json.dumps(identity)))  # the same run: resumed
+    with pytest.raises(ConfigError, match="option group"):
+        claim_run(tmp_path, {**identity, "options": {"group": 2, "beta": 0.04}})
+    with pytest.raises(ConfigError, match="questions"):
+        claim_run(tmp_path, {**identity, "questions": "xyz"})

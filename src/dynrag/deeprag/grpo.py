@@ -6,6 +6,7 @@ rewarded (rewards.py: correctness, then fewer retrievals), and their rewards nor
 the group into advantages. The loss is GRPO's clipped ratio objective per learned token with a
 KL penalty to the frozen stage-I model (losses.grpo_token_losses), passages never scored.
 
+    OUT/grpo_run.json     what the rollouts are sampled with (a rerun with other settings is refused)
     OUT/rollouts.jsonl    every (step, question)'s group of rollouts, sampled once (rollout.py)
     OUT/train_log.jsonl   one line per step: loss, reward, em, f1, retrievals per question, kl, ...
     OUT/grpo.png          F1 and retrievals per question over the steps; OUT/loss.png the loss
@@ -45,6 +46,7 @@ from dynrag.eval.datasets.registry import dataset_spec
 from dynrag.eval.examples import QAExample
 from dynrag.eval.loaders import load_aliases
 from dynrag.eval.steps import corpus_index, load_questions
+from dynrag.io.files import atomic_write_json, read_json
 from dynrag.io.lock import DirectoryLock
 from dynrag.lm.device import autocast
 from dynrag.lm.loader import resolve_model
@@ -55,6 +57,7 @@ from dynrag.run.checks import check_aliases, check_corpus, check_data_file
 
 # GRPO moves a model far with few steps: rates well below the imitation stage's.
 DEFAULT_LR = {"full": 1e-6, "lora": 1e-5}
+RUN_FILE = "grpo_run.json"
 
 
 class GrpoOptions(TrainOptions, RewardOptions):
@@ -157,15 +160,16 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
         # step knows its own number (the rollouts' key and seeds).
         slots = {s * per_step + j: q for s, batch in enumerate(plan) for j, q in enumerate(batch)}
         batches = [[s * per_step + j for j in range(len(batch))] for s, batch in enumerate(plan)]
+        identity = {"questions": questions_fingerprint(examples), "model": resolve_model(req.model),
+                    "corpus": req.corpus, "retriever": [req.retriever, req.retriever_options],
+                    "options": identity_options(options)}
+        claim_run(out, identity)  # before any rollout is read back: they belong to this run's settings
         log = RolloutLog(out)
 
         def step(batch: list[int]) -> dict[str, float]:
             number = batch[0] // per_step
             return policy.step(log, number, [examples[slots[s]] for s in batch])
 
-        identity = {"questions": questions_fingerprint(examples), "model": resolve_model(req.model),
-                    "corpus": req.corpus, "retriever": [req.retriever, req.retriever_options],
-                    "options": identity_options(options)}
         console.print(f"grpo: {len(examples)} questions, {len(batches)} steps of {per_step} questions x {options.group} "
                       f"rollouts, {options.method}, {describe_schedule(options, lr, len(batches))}, beta {options.beta}")
         try:
@@ -179,6 +183,22 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
                 "lr_schedule": schedule_meta(options, lr, len(batches)), "questions": len(examples),
                 "final_reward": records[-1]["reward"] if records else None}
         return finish(model, tokenizer, out, options, records, meta, shots=policy.method.narrative.shots)
+
+
+def claim_run(out: Path, identity: dict[str, Any]) -> None:
+    """OUT/grpo_run.json records what the rollouts in OUT were sampled with; a rerun with other
+    questions, model or options is refused (even before the first checkpoint)."""
+    path = out / RUN_FILE
+    if path.exists():
+        before = read_json(path, "GRPO run record")
+        differs = sorted(k for k in identity if before.get(k) != identity[k])
+        differs += sorted(f"option {k}" for k in identity["options"] if before.get("options", {}).get(k) != identity["options"][k])
+        differs = [d for d in differs if d != "options"]
+        if differs:
+            raise ConfigError(f"{out} holds a GRPO run with different {', '.join(differs)}; use another --out, "
+                              "or the same data and options to resume")
+        return
+    atomic_write_json(path, identity)
 
 
 class Policy:
