@@ -9,7 +9,8 @@ W x becomes W x + (alpha / r) * B (A x), with A (r x in) drawn like nn.Linear's 
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 import torch
 from torch import nn
@@ -72,3 +73,18 @@ def merge_lora(model: nn.Module) -> nn.Module:
     for p in model.parameters():
         p.requires_grad_(True)
     return model
+
+
+@contextmanager
+def lora_disabled(model: nn.Module) -> Iterator[nn.Module]:
+    """The base model inside: every adapter's contribution off (GRPO's frozen reference when
+    training LoRA: the model it started from, without a second copy in memory)."""
+    adapters = [m for m in model.modules() if isinstance(m, LoRALinear)]
+    scales = [m.scale for m in adapters]
+    for m in adapters:
+        m.scale = 0.0
+    try:
+        yield model
+    finally:
+        for m, scale in zip(adapters, scales):
+            m.scale = scale

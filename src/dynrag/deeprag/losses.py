@@ -7,6 +7,10 @@
   loss = -log sigmoid(beta * ((log pi(chosen) - log ref(chosen)) - (log pi(rejected) - log ref(rejected)))),
   log-probabilities summed over the completion's tokens. The shared history is run once and
   both completions continue from its key/value cache.
+- GRPO (Shao et al. 2024), per learned token t of a rollout with advantage A:
+  loss_t = -(min(r_t A, clip(r_t, 1 - eps, 1 + eps) A) - beta * KL_t), r_t = pi(t) / pi_old(t),
+  KL_t = ref(t)/pi(t) - log(ref(t)/pi(t)) - 1 (the unbiased, always non-negative estimator);
+  a rollout's loss is the mean over its learned tokens.
 """
 
 from __future__ import annotations
@@ -87,3 +91,25 @@ def completion_logprobs(model: Any, prompt_ids: Sequence[int], completions: Sequ
                     scores = scores * weights[i][1:].to(device)
                 totals[i] = totals[i] + scores.sum()
     return torch.stack(totals)
+
+
+def learned_logprobs(model: Any, input_ids: Sequence[int], labels: Sequence[int]) -> torch.Tensor:
+    """log P(token) of every learned token (label not -100) of one sequence, in order, from one
+    pass with the head on those positions only."""
+    device = next(model.parameters()).device
+    ids = torch.tensor([list(input_ids)], device=device)
+    hidden = model.base_model(input_ids=ids, use_cache=False).last_hidden_state[0]
+    targets = torch.tensor(list(labels)[1:], device=device)
+    keep = targets != IGNORE
+    logp = F.log_softmax(head_logits(model, hidden[:-1][keep]), dim=-1)
+    return logp.gather(1, targets[keep][:, None])[:, 0]
+
+
+def grpo_token_losses(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor, advantage: float,
+                      clip: float, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(per-token GRPO losses, per-token KL estimates) of one rollout (module docstring)."""
+    ratio = torch.exp(logp - old_logp)
+    surrogate = torch.minimum(ratio * advantage, torch.clamp(ratio, 1 - clip, 1 + clip) * advantage)
+    log_ref_ratio = ref_logp - logp
+    kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1
+    return -(surrogate - beta * kl), kl

@@ -1,4 +1,4 @@
-"""`dynrag train imitation` and `dynrag train calibration`."""
+"""`dynrag train imitation`, `dynrag train calibration` and `dynrag train grpo`."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def train_options(option: list[str], stage: str = "imitation", **flags: Any):
 
     if stage == "calibration":
         from dynrag.deeprag.calibration import CalibrationOptions as model
+    elif stage == "grpo":
+        from dynrag.deeprag.grpo import GrpoOptions as model
     else:
         from dynrag.deeprag.trainer import TrainOptions as model
 
@@ -105,4 +107,52 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
                                   aliases=aliases, skip_bad=skip_bad, retriever=retriever)
             report = run_calibration(CalibrationRequest(search, out, beta, heldout, options, pairs),
                                      console=Console(stderr=True), progress=progress)
+            sys.stdout.write(json.dumps(report, indent=2) + "\n")
+
+    @train.command("grpo")
+    def grpo_command(
+        model: str = typer.Option(..., "--model", help="The stage-I model (e.g. hf:ckpt/imi): the policy's start, and the frozen KL reference."),
+        dataset: str = typer.Option(..., "--dataset", help="Benchmark format of --data."),
+        data: Path = typer.Option(..., "--data", help="Training questions (never those you evaluate on)."),
+        out: Path = typer.Option(..., "--out", help="Output HF directory (resumed when a run was interrupted)."),
+        corpus: str = typer.Option("contexts", "--corpus", help="'contexts' or an index directory."),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
+        skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
+        group: Optional[int] = typer.Option(None, "--group", "-G", help="Narratives sampled per question (default 4)."),
+        temperature: Optional[float] = typer.Option(None, "--temperature", help="Sampling temperature of the rollouts (default 1.0)."),
+        top_p: Optional[float] = typer.Option(None, "--top-p", help="Nucleus sampling mass (default 1.0: off)."),
+        beta: Optional[float] = typer.Option(None, "--beta", help="KL penalty weight to the stage-I model (default 0.04; 0: none)."),
+        clip: Optional[float] = typer.Option(None, "--clip", help="Epsilon of the clipped ratio (default 0.2)."),
+        match: Optional[str] = typer.Option(None, "--match", help="Reward's correctness: em (default) | f1."),
+        retrieval_cost: Optional[float] = typer.Option(None, "--retrieval-cost", help="Taken off a correct answer's reward per retrieval (default 0.1)."),
+        k: Optional[int] = typer.Option(None, "--k", help="Passages per retrieval (default 3)."),
+        max_subqueries: Optional[int] = typer.Option(None, "--max-subqueries", help="Most sub-questions per narrative (default 4)."),
+        method: Optional[str] = typer.Option(None, "--method", help="auto (default: lora above ~1B parameters, else full) | full | lora"),
+        lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 1e-6 full, 1e-5 LoRA)."),
+        epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the questions (default 1)."),
+        schedule: Optional[str] = typer.Option(None, "--schedule", help=SCHEDULE_HELP),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps."),
+        batch_size: Optional[int] = typer.Option(None, "--questions-per-step", help="Training questions per step (default 4)."),
+        save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 5)."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        option: list[str] = typer.Option([], "--option", help="Other option KEY=VALUE: training (as for imitation), reward (cost_cap, format_reward), rollout (max_new_tokens, shots)."),
+        retriever: str = typer.Option("bm25", "--retriever", help="bm25 (default) | dense | hybrid | milvus."),
+        retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE."),
+        aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
+        skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+    ) -> None:
+        """Stage II by GRPO: sampled deeprag narratives per question, rewarded for a correct answer with few retrievals."""
+        with user_errors():
+            from dynrag.deeprag.grpo import GrpoRequest, run_grpo
+            from dynrag.registry import parse_pairs
+            from dynrag.retrieval.factory import given_options
+
+            options = train_options(option, "grpo", group=group, temperature=temperature, top_p=top_p, beta=beta, clip=clip,
+                                    match=match, retrieval_cost=retrieval_cost, k=k, max_subqueries=max_subqueries,
+                                    method=method, lr=lr, epochs=epochs, schedule=schedule, max_steps=max_steps,
+                                    batch_size=batch_size, save_every=save_every, threads=threads)
+            chosen = given_options(retriever, parse_pairs(retriever_option, "--retriever-option"), "--retriever-option")
+            request = GrpoRequest(dataset, data, out, model, corpus, options, limit, skip, aliases, skip_bad, retriever, chosen)
+            report = run_grpo(request, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")

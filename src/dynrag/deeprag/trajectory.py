@@ -75,7 +75,7 @@ def parse_trajectory(record: Any) -> Trajectory:
     if record.get("format") != TRAJECTORY_FORMAT:
         raise ValueError(f"'format' must be {TRAJECTORY_FORMAT!r} (got {record.get('format')!r})")
     qid, question, final = (_string(record, k, "") for k in ("id", "question", "final_answer"))
-    steps = _steps(record.get("steps"), "")
+    steps = parse_steps(record.get("steps"), "")
     others = tuple(_step(s["other"], f"steps[{i}].other.") for i, s in enumerate(record["steps"]) if "other" in s)
     if others and len(others) != len(steps):
         raise ValueError("'other' must be given for every step or for none")
@@ -83,11 +83,11 @@ def parse_trajectory(record: Any) -> Trajectory:
     for i, c in enumerate(record.get("correct", [])):
         if not isinstance(c, dict):
             raise ValueError(f"correct[{i}] must be an object")
-        correct.append((_steps(c.get("steps"), f"correct[{i}]."), _string(c, "final_answer", f"correct[{i}].")))
+        correct.append((parse_steps(c.get("steps"), f"correct[{i}]."), _string(c, "final_answer", f"correct[{i}].")))
     return Trajectory(qid, question, steps, final, others, tuple(correct))
 
 
-def _steps(raw_steps: Any, where: str) -> tuple[NarrativeStep, ...]:
+def parse_steps(raw_steps: Any, where: str) -> tuple[NarrativeStep, ...]:
     if not isinstance(raw_steps, list):
         raise ValueError(f"{where}'steps' must be a list")
     return tuple(_step(s, f"{where}steps[{i}].") for i, s in enumerate(raw_steps))

@@ -104,7 +104,10 @@ class BatchEngine:
     def submit(self, prompt: str | Prompt, max_new_tokens: int, stop: Sequence[str] = (),
                capture_attention: bool = False, stop_after: Sequence[str] = (),
                stop_when: StopWhen | None = None) -> Future:
-        """Queue a generation; its future gets the Generation (or the error that ended it)."""
+        """Queue a generation; its future gets the Generation (or the error that ended it).
+        Batched rows decode greedily: a model inside ``sampled()`` is refused here."""
+        if getattr(self.lm, "sampling", None) is not None:
+            raise RuntimeError("the batching engine decodes greedily only; sample without batching (one row at a time)")
         return self._submit(GenerateRequest(Prompt.of(prompt), max_new_tokens, tuple(stop), capture_attention,
                                             tuple(stop_after), stop_when))
 

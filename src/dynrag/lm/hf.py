@@ -1,8 +1,11 @@
-"""A transformers causal LM with greedy decoding that records what dynamic RAG needs per token."""
+"""A transformers causal LM that records what dynamic RAG needs per token. Decoding is greedy;
+inside ``with lm.sampled(Sampling(...))`` (or with ``sampling=`` on one call) tokens are drawn
+instead, each call with its own seeded generator (training rollouts, deeprag/rollout.py)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -12,7 +15,7 @@ from dynrag.lm.base import Capabilities, Generation, KVReuseMode, PrefillCounts,
 from dynrag.lm.capture import install_recorder
 from dynrag.lm.kv_reuse import KVReuse, croppable, drop_last
 from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS, lookup_draft
-from dynrag.lm.row_decode import RowDecoder
+from dynrag.lm.row_decode import RowDecoder, Sampling, TokenSampler
 from dynrag.lm.stopping import StopWhen
 
 
@@ -44,6 +47,38 @@ class HFLanguageModel:
         if eos is None:
             eos = tokenizer.eos_token_id
         self.eos_token_ids: set[int] = set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
+        # Set inside `sampled`: the setting and how many calls it has made (each call's seed).
+        self.sampling: Sampling | None = None
+        self._sampling_calls = 0
+
+    @contextmanager
+    def sampled(self, sampling: Sampling) -> Iterator[None]:
+        """Every generate call inside draws its tokens; the n-th call's generator is seeded with
+        ``sampling.call_seed(n)``, so the same calls in the same order give the same text."""
+        if self.sampling is not None:
+            raise RuntimeError("already sampling: sampled() does not nest")
+        self.sampling, self._sampling_calls = sampling, 0
+        try:
+            yield
+        finally:
+            self.sampling = None
+
+    def forget_caches(self) -> None:
+        """Drop every kept key/value cache (the pinned prefix too): after the weights change
+        (a training step), they no longer match the model."""
+        mode = self._kv.mode
+        self._kv.set_mode("off")
+        self._kv.set_mode(mode)
+
+    def _sampler(self, sampling: Sampling | None) -> TokenSampler | None:
+        """The call's token sampler: from ``sampling`` (seed as given), else from the active
+        ``sampled`` setting (the next call seed); None decodes greedily."""
+        if sampling is None and self.sampling is not None:
+            sampling = Sampling(self.sampling.temperature, self.sampling.top_p, self.sampling.call_seed(self._sampling_calls))
+            self._sampling_calls += 1
+        if sampling is None or sampling.greedy:
+            return None
+        return TokenSampler(sampling, sampling.seed)
 
     @property
     def kv_reuse(self) -> KVReuseMode:
@@ -109,8 +144,10 @@ class HFLanguageModel:
         capture_attention: bool = False,
         stop_after: Sequence[str] = (),
         stop_when: StopWhen | None = None,
+        sampling: Sampling | None = None,
     ) -> Generation:
         prompt = Prompt.of(prompt)
+        sampler = self._sampler(sampling)
         prompt_ids, offsets = self.encode_prompt(prompt)
         recorder = self._recorder
         # Prefill rows are not needed: each generated token's row is recorded when it is fed back.
@@ -120,7 +157,7 @@ class HFLanguageModel:
         # With drafts a forward pass feeds several tokens, so every query row of it is recorded.
         recorder.reset(active=capture_attention, all_rows=drafting)
         row = RowDecoder(self.tokenizer, self.eos_token_ids, prompt, prompt_ids, offsets, max_new_tokens,
-                         stop, stop_after, stop_when, attention_rows=recorder.rows)
+                         stop, stop_after, stop_when, attention_rows=recorder.rows, sampler=sampler)
         fed = list(prompt_ids)  # the tokens the cache holds (unconfirmed drafts too)
         ahead: list[tuple[int, torch.Tensor]] = []  # fed drafts, each with the logits that follow it
         while not row.done:

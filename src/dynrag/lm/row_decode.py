@@ -1,4 +1,5 @@
-"""One row of greedy decoding: choose each token, apply the stop rules, build the Generation.
+"""One row of decoding: choose each token (greedy, or sampled with a seeded generator), apply
+the stop rules, build the Generation.
 
 The same ``RowDecoder`` runs whether a row decodes alone (``HFLanguageModel.generate``) or as one
 row of a batch (lm/batch_engine.py): whoever runs the model hands it each next-token distribution
@@ -7,6 +8,8 @@ and feeds back the token it returns, so one row decodes the same way in both.
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -40,11 +43,13 @@ class RowDecoder:
         stop_after: Sequence[str] = (),
         stop_when: StopWhen | None = None,
         attention_rows: list[np.ndarray] | None = None,
+        sampler: "TokenSampler | None" = None,
     ):
         self.tokenizer, self.eos_token_ids = tokenizer, eos_token_ids
         self.prompt, self.prompt_ids, self.offsets = prompt, prompt_ids, offsets
         self.max_new_tokens, self.stop, self.stop_after, self.stop_when = max_new_tokens, stop, stop_after, stop_when
         self.attention_rows = attention_rows if attention_rows is not None else []
+        self.sampler = sampler  # None: greedy
         self.visible_rows: list[np.ndarray] = []
         self.state = DecodeState(len(prompt_ids), [], [], [], [], self.visible_rows, [])
         self.text = ""
@@ -64,7 +69,7 @@ class RowDecoder:
         state = self.state
         ids, pieces = state.token_ids, state.pieces
         self.decoded += 1
-        token = greedy_token(logits, state)
+        token = greedy_token(logits, state) if self.sampler is None else self.sampler.take(logits, state)
         if token in self.eos_token_ids:
             pieces.append("")
             return self._end("eos")
@@ -125,6 +130,65 @@ def greedy_token(logits: torch.Tensor, state: DecodeState) -> int:
     state.logprobs.append(float(log_p[token]))
     state.token_ids.append(token)
     return token
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampled decoding: softmax(logits / temperature), cut to the smallest set of most likely
+    tokens whose probability reaches top_p (nucleus), drawn with a torch Generator seeded by
+    `seed`. Temperature 0 is greedy decoding."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be 0 or more (got {self.temperature})")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1] (got {self.top_p})")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def call_seed(self, call: int) -> int:
+        """The seed of the `call`-th generation made under this setting (0-based): each call has
+        its own generator, so a sequence of calls is reproducible call by call."""
+        return int.from_bytes(hashlib.sha256(f"{self.seed}:{call}".encode()).digest()[:8], "little") >> 1
+
+
+class TokenSampler:
+    """Draws the tokens of one generation; the generator lives on the CPU, so a seed gives the
+    same tokens on any device for the same distributions."""
+
+    def __init__(self, sampling: Sampling, seed: int):
+        self.sampling = sampling
+        self.generator = torch.Generator(device="cpu").manual_seed(seed)
+
+    def take(self, logits: torch.Tensor, state: DecodeState) -> int:
+        """A drawn next token, recorded in ``state`` as greedy_token records its choice (the
+        log-probability and entropy are the model's own, at temperature 1)."""
+        log_p = torch.log_softmax(logits.float(), dim=-1)
+        probs = nucleus(torch.softmax(logits.float() / self.sampling.temperature, dim=-1), self.sampling.top_p)
+        token = int(torch.multinomial(probs.cpu(), 1, generator=self.generator))
+        state.entropies.append(float(-(log_p.exp() * log_p).nan_to_num().sum()))
+        state.logprobs.append(float(log_p[token]))
+        state.token_ids.append(token)
+        return token
+
+
+def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """`probs` kept on the smallest set of most likely tokens whose total reaches top_p, renormalised
+    (the most likely token is always kept; top_p 1 keeps all)."""
+    if top_p >= 1.0:
+        return probs
+    ordered, order = torch.sort(probs, descending=True)
+    before = torch.cumsum(ordered, dim=-1) - ordered  # mass of the more likely tokens
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order] = before < top_p
+    kept = probs * keep
+    return kept / kept.sum()
 
 
 def stop_cut(text: str, stop: Sequence[str], stop_after: Sequence[str], new_chars: int) -> tuple[int | None, str]:

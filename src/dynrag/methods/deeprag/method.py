@@ -9,6 +9,7 @@ the step limit or token budget ends the narrative (then the final answer is aske
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -73,6 +74,11 @@ class DeepRag(RetrievingMethod):
         return self.writer.narrative
 
     def answer(self, question: str) -> Answer:
+        return self.narrate(question).answer
+
+    def narrate(self, question: str) -> "Narration":
+        """Answer, and keep the narrative's steps: what training on the method's own rollouts
+        (deeprag/rollout.py) needs besides the answer."""
         question = require_question(question)
         started = time.perf_counter()
         opts = self.options
@@ -81,6 +87,7 @@ class DeepRag(RetrievingMethod):
         # Query classification (when on) decides once: a question it says needs none never retrieves.
         run.may_retrieve = self.chain.needs_retrieval(question, trace)
         final: str | None = None
+        forced = False
         while len(run.steps) < opts.max_steps and run.budget_left() > 0:
             kind, text = run.next_line()
             if kind == "subquery":
@@ -90,9 +97,20 @@ class DeepRag(RetrievingMethod):
                 final = text
             break  # the final answer, or a line that is neither: ask for the final answer
         if final is None:
-            final = run.forced_final()
+            final, forced = run.forced_final(), True
         trace.seconds = time.perf_counter() - started
-        return Answer(text=(run.narrative_text() + final_line(final)).strip(), final_answer=final, trace=trace)
+        answer = Answer(text=(run.narrative_text() + final_line(final)).strip(), final_answer=final, trace=trace)
+        return Narration(answer, tuple(run.steps), forced)
+
+
+@dataclass(frozen=True)
+class Narration:
+    """One question's narrative as the method wrote it: the answer, the steps (with the passages
+    inserted), and whether the final answer had to be asked for (the model never wrote it)."""
+
+    answer: Answer
+    steps: tuple[NarrativeStep, ...]
+    forced_final: bool
 
 
 class _Run:
