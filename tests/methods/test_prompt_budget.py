@@ -17,15 +17,16 @@ import pytest
 from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError, DynragError
 from dynrag.lm.hf import HFLanguageModel
-from dynrag.methods.budget import MAX_QUESTION_CHARS, PROMPT_MARGIN, share_out, truncate_to_tokens
+from dynrag.methods.budget import MAX_QUESTION_CHARS, PROMPT_MARGIN, share_out, squeeze, truncate_to_tokens
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.registry import build_method
 from dynrag.retrieval.base import Hit
+from tests.cli_inprocess import run_in_process
 from tests.fakes import FakeRetriever
 from tests.tiny_models import WORDS, RecordingTinyLM, save_tiny_llama, tiny_llama, tiny_tokenizer
 
 QUESTION = "who built the bridge of the town ?"
-HUGE = " ".join(WORDS[i % len(WORDS)] for i in range(1_000_000))  # ~5 MB, a million tokens
+HUGE = " ".join((WORDS * (1_000_000 // len(WORDS) + 1))[:1_000_000])  # ~5 MB, a million tokens
 SMALL = Hit("small", "Bridge", "the old bridge of the town was built in 1887 by an engineer", 2.0)
 BIG = Hit("big", "Everything", HUGE, 1.0)
 
@@ -37,6 +38,15 @@ def test_share_out_and_truncate_by_hand():
     words = lambda text: len(text.split())  # noqa: E731 - a one-word-one-token counter
     cut, n = truncate_to_tokens("a b c d e f g h", 3, words)
     assert n <= 3 and cut == " ".join("a b c d e f g h".split()[:n])
+
+
+def test_squeeze_by_hand():
+    text = "  the   old\nbridge \t of  town  "
+    assert squeeze(text) == "the old bridge of town"
+    assert [squeeze(text, n) for n in (0, 3, 4, 9, 12, 100)] == ["", "the", "the ", "the old b", "the old brid",
+                                                                "the old bridge of town"]
+    words = "a" + " " * 50 + "b c"  # a run of spaces longer than the first piece split: read on
+    assert squeeze(words, 3) == "a b" and squeeze(words, 5) == "a b c"
 
 
 def test_a_prompt_that_fits_is_left_alone_and_costs_no_tokenisation():
@@ -98,8 +108,7 @@ def test_a_question_over_the_limit_is_a_clear_error():
 
 
 def test_cli_ask_refuses_a_100k_character_question_before_loading_anything(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "dynrag.cli", "ask", "why " * 25_000, "--method", "direct"],
-                       capture_output=True, text=True, timeout=120)
+    r = run_in_process("ask", "why " * 25_000, "--method", "direct")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "99,999 characters long" in r.stderr and "loading model" not in r.stderr
 
@@ -110,9 +119,7 @@ def test_eval_refuses_a_dataset_question_over_the_limit_before_writing(tmp_path)
     rows = fx.qa_rows(2)
     rows[1]["question"] = "why " * 2000
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
-    r = subprocess.run([sys.executable, "-m", "dynrag.cli", "eval", "--dataset", "jsonl", "--data", str(data),
-                        "--method", "direct", "--out", str(tmp_path / "run")], capture_output=True, text=True,
-                       timeout=120)
+    r = run_in_process("eval", "--dataset", "jsonl", "--data", data, "--method", "direct", "--out", tmp_path / "run")
     assert r.returncode == 1 and f"{data}: question 'q1'" in r.stderr.replace("\n", "")
     assert not (tmp_path / "run").exists()
 

@@ -26,7 +26,7 @@ from dynrag.errors import ConfigError, DynragError, check_encodable
 from dynrag.lm.base import context_window
 
 __all__ = ["MAX_QUESTION_CHARS", "PROMPT_MARGIN", "TokenCounter", "check_question", "context_window",
-           "share_out", "truncate_to_tokens"]
+           "share_out", "squeeze", "truncate_to_tokens"]
 
 # Kept free beyond max_new_tokens: special tokens (BOS), the tokens a stop string overshoots by,
 # and the rare merge across the boundary of two separately counted parts.
@@ -72,6 +72,21 @@ class TokenCounter:
         if len(self._cache) > self.size:
             self._cache.popitem(last=False)
         return n
+
+
+def squeeze(text: str, chars: int | None = None) -> str:
+    """``text`` with every run of whitespace made one space and the ends stripped, cut to its first
+    ``chars`` characters when given. Only as much of ``text`` is split as the cut needs (the squeezed
+    form of a prefix is a prefix of the squeezed whole), so a 5 MB passage cut to a few hundred
+    tokens costs what a short one does."""
+    if chars is None:
+        return " ".join(text.split())
+    size = max(chars, 0) + 1
+    while True:
+        part = " ".join(text[:size].split())
+        if len(part) >= chars or size >= len(text):
+            return part[:max(chars, 0)]
+        size *= 2
 
 
 def truncate_to_tokens(text: str, limit: int, count: Count) -> tuple[str, int]:

@@ -23,6 +23,7 @@ from dynrag.methods.budget import (
     context_window,
     fits_without_counting,
     share_out,
+    squeeze,
     too_long,
     truncate_to_tokens,
 )
@@ -69,13 +70,15 @@ class PromptBuilder:
         max_new_tokens: int = 0,
     ) -> Prompt:
         """The prompt; with ``lm``, one that leaves ``max_new_tokens`` free in its context window."""
-        prompt = self._assemble(question, hits, answer_so_far, self.exemplars)
         window = context_window(lm) if lm is not None else None
         if window is None:
-            return prompt
+            return self._assemble(question, hits, answer_so_far, self.exemplars)
         budget = window - max_new_tokens - PROMPT_MARGIN
-        if fits_without_counting(prompt.text, budget):
-            return prompt
+        # A document longer than the whole budget once squeezed cannot fit: not assembled whole.
+        if not any(len(squeeze(h.text, budget + 1)) > budget for h in hits or ()):
+            prompt = self._assemble(question, hits, answer_so_far, self.exemplars)
+            if fits_without_counting(prompt.text, budget):
+                return prompt
         return self._fit(question, list(hits or []), answer_so_far, lm, window, max_new_tokens)
 
     def _counter(self, lm: Any) -> TokenCounter:
@@ -123,16 +126,17 @@ class PromptBuilder:
 
     @staticmethod
     def _fit_hits(hits: list[Hit], room: int, count: TokenCounter, window: int) -> tuple[list[Hit], list[dict]]:
-        lines = [f"[{i}] {format_hit(h)}\n" for i, h in enumerate(hits, 1)]
+        longest = 8 * max(room, 1)  # characters: a longer part is over any share (budget.truncate_to_tokens)
+        texts = [squeeze(h.text, longest + 1) for h in hits]  # whole when short, else cut past any share
+        lines = [f"[{i}] {_titled(h.title, text)}\n" for i, (h, text) in enumerate(zip(hits, texts), 1)]
         # Exact sizes of the parts short enough to count cheaply; None: longer than any share.
-        sizes = [count(line) if len(line) <= 8 * max(room, 1) else None for line in lines]
+        sizes = [count(line) if len(line) <= longest else None for line in lines]
         allowance = share_out(sizes, room)
         kept, cut = [], []
-        for i, (hit, line, size, allowed) in enumerate(zip(hits, lines, sizes, allowance), 1):
+        for i, (hit, text, line, size, allowed) in enumerate(zip(hits, texts, lines, sizes, allowance), 1):
             if size is not None and size <= allowed:
                 kept.append(hit)
                 continue
-            text = " ".join(hit.text.split())
             prefix = count(line[: len(line) - len(text) - 1])  # "[i] title: "
             short, tokens = truncate_to_tokens(text, allowed - prefix - count(TRUNCATION_MARK) - 1, count)
             kept.append(replace(hit, text=short + TRUNCATION_MARK))
@@ -157,8 +161,11 @@ class PromptBuilder:
 
 
 def format_hit(hit: Hit) -> str:
-    text = " ".join(hit.text.split())
-    return f"{hit.title}: {text}" if hit.title else text
+    return _titled(hit.title, squeeze(hit.text))
+
+
+def _titled(title: str, text: str) -> str:
+    return f"{title}: {text}" if title else text
 
 
 def _with_leading_space(text: str) -> str:
