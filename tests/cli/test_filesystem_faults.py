@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
+from tests.cli_inprocess import run_in_process
 from tests.eval import fixtures as fx
 from tests.mounts import in_mount, mounts_unavailable
 from tests.tiny_models import save_tiny_llama
@@ -135,18 +135,15 @@ def test_ask_trace_to_a_full_disk_still_shows_the_answer(tmp_path, tiny_model):
 
 
 def test_a_file_whose_read_fails(tmp_path):
-    # Reading /proc/self/mem at offset 0 fails with EIO in whatever process reads it.
+    # Reading /proc/self/mem at offset 0 fails with EIO in whatever process reads it: this one too.
     corpus = tmp_path / "corpus.jsonl"
     os.symlink("/proc/self/mem", corpus)
-    r = subprocess.run([sys.executable, "-m", "dynrag.cli", "index", str(corpus), "--out", str(tmp_path / "i")],
-                       capture_output=True, text=True, timeout=120)
+    r = run_in_process("index", corpus, "--out", tmp_path / "i")
     assert r.returncode == 1
     one_line_error(r.stderr, str(corpus), "Input/output error")
     data = tmp_path / "qa.jsonl"
     os.symlink("/proc/self/mem", data)
-    r = subprocess.run([sys.executable, "-m", "dynrag.cli", "eval", "--dataset", "jsonl", "--data", str(data),
-                        "--method", "direct", "--out", str(tmp_path / "run")], capture_output=True, text=True,
-                       timeout=120)
+    r = run_in_process("eval", "--dataset", "jsonl", "--data", data, "--method", "direct", "--out", tmp_path / "run")
     assert r.returncode == 1
     one_line_error(r.stderr, str(data), "Input/output error")
     assert not (tmp_path / "run").exists()

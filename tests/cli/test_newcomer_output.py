@@ -21,6 +21,7 @@ from dynrag.methods.base import Answer, Retrieval, Trace
 from dynrag.methods.registry import METHODS
 from dynrag.render import render_answer
 from dynrag.retrieval.base import Hit
+from tests.cli_inprocess import run_in_process
 from tests.tiny_models import save_tiny_llama
 
 DYNRAG = [sys.executable, "-m", "dynrag.cli"]
@@ -69,8 +70,7 @@ def test_folder_corpus_chunks_are_told_apart_in_ask(tmp_path):
 
 
 def test_ask_help_lists_the_methods_and_points_to_the_docs_with_plain_metavars():
-    r = subprocess.run([*DYNRAG, "ask", "--help"], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "COLUMNS": "120"})
+    r = run_in_process("ask", "--help", env={"COLUMNS": "120"})
     assert r.returncode == 0
     text = r.stdout
     for name in METHODS.names():
@@ -80,7 +80,7 @@ def test_ask_help_lists_the_methods_and_points_to_the_docs_with_plain_metavars()
     assert "--option KEY=VALUE" in text and "--retriever-option KEY=VALUE" in text
     assert "--json  " in text and "--index DIR" in text and "--model SPEC" in text
     assert "hf:PATH_OR_ID[#FILE.gguf]" in text  # help text is not eaten as markup
-    r = subprocess.run([*DYNRAG, "eval", "--help"], capture_output=True, text=True, timeout=120)
+    r = run_in_process("eval", "--help")
     assert "--option KEY=VALUE" in r.stdout and "<list[str]>" not in r.stdout and "<bool>" not in r.stdout
 
 

@@ -1,12 +1,21 @@
-"""`dynrag serve`'s command line fails on bad settings before it loads anything."""
+"""`dynrag serve`'s command line fails on bad settings before it loads anything (in-process: see
+tests/cli_inprocess.py; a server that would start instead fails the test rather than blocking it)."""
 
-import subprocess
-import sys
+import pytest
+
+from tests.cli_inprocess import run_in_process
+
+
+@pytest.fixture(autouse=True)
+def no_server(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the server would have started")
+
+    monkeypatch.setattr("dynrag.serve.cli.run_server", refuse)
 
 
 def serve(*args):
-    return subprocess.run([sys.executable, "-m", "dynrag.cli", "serve", *args], capture_output=True, text=True,
-                          timeout=120)
+    return run_in_process("serve", *args)
 
 
 def test_a_bad_config_key_or_setting_is_named(tmp_path):
