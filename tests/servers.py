@@ -1,5 +1,6 @@
 """Real server processes for integration tests: started on a free loopback port, waited for, and
-stopped (with their log shown when they fail to come up)."""
+stopped (with their log shown when they fail to come up); and `dynrag serve`'s app served in the
+test process, for the fast tests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -86,3 +88,40 @@ def artifacts_dir() -> Path:
     out = Path(os.environ.get("DYNRAG_TEST_ARTIFACTS") or REPO / "test-artifacts")
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+@contextmanager
+def serving_in_process(port: int, settings: dict, flags: dict):
+    """`dynrag serve` without a process of its own: the app the command builds
+    (``dynrag.serve.cli.build_app`` over the same settings and run flags) on uvicorn in a thread,
+    on a real loopback port, until the block ends. For fast tests: no interpreter to start, no
+    torch to import again. ``settings`` holds ServeSettings fields, ``flags`` the run flags
+    (model, index, retriever, exemplars)."""
+    import threading
+
+    import uvicorn
+    from rich.console import Console
+
+    from dynrag.config import load_run_config
+    from dynrag.registry import parse_model
+    from dynrag.serve.cli import build_app
+    from dynrag.serve.limits import ServeSettings
+
+    serve_settings = parse_model(ServeSettings, {**settings, "port": port}, "dynrag serve")
+    run = load_run_config(None, flags)
+    app = build_app(serve_settings, run, Console(stderr=True))
+    server = uvicorn.Server(uvicorn.Config(app, host=serve_settings.host, port=port, log_level="warning",
+                                           timeout_graceful_shutdown=5))
+    thread = threading.Thread(target=server.run, name="dynrag-serve-in-process", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the in-process server on port {port} did not start")
+        time.sleep(0.01)
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        thread.join(30)

@@ -3,9 +3,9 @@ batch and get what they get one at a time, nothing is lost or answered twice, a 
 timeout is cancelled while the others in its batch finish, and N running + queue_size waiting is
 the capacity beyond which the answer is 429.
 
-The fast tests serve the tiny random Llama (it loads in well under a second and generates
-garbage, which is as good as words for comparing answers); the slow ones the bundled model, whose
-long requests can be made to outlast a timeout."""
+The fast test serves the tiny random Llama (it loads in well under a second and generates
+garbage, which is as good as words for comparing answers) from the test process; the slow ones
+start `dynrag serve` on the bundled model, whose long requests can be made to outlast a timeout."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 from dynrag.demo import ordered_demo_questions
 from tests.serve.conftest import Served
-from tests.servers import artifacts_dir, dynrag_serve, free_port
+from tests.servers import artifacts_dir, dynrag_serve, free_port, serving_in_process
 from tests.tiny_models import save_tiny_llama
 
 SHORT = {"method": "single", "options": {"max_new_tokens": 16}}
@@ -76,8 +76,9 @@ def concurrently(served: Served, sends: list[tuple[str, str, dict]]) -> dict[str
 def tiny(tmp_path_factory):
     model = save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
     port = free_port()
-    with dynrag_serve(port, artifacts_dir() / "serve-batch-tiny.log", "--model", f"hf:{model}",
-                      "--batch", "4", "--queue-size", "4"):
+    # In this process (the command's own app, on uvicorn in a thread): the slow tests below start
+    # `dynrag serve --batch` as a process.
+    with serving_in_process(port, {"batch": 4, "queue_size": 4}, {"model": f"hf:{model}"}):
         yield Served(port, None)
 
 
