@@ -5,6 +5,7 @@ ones inside functions, so nothing has to be imported to be checked."""
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +69,8 @@ def is_module(dotted: str) -> bool:
     return (PACKAGE / rel).with_suffix(".py").exists() or (PACKAGE / rel / "__init__.py").exists()
 
 
+@functools.cache  # three tests read every module: parsed once (callers do not change the lists; the
+# checker's own tests write their made-up modules under new paths)
 def imports_of(path: Path) -> tuple[list[Import], list[tuple[int, str]]]:
     """(dynrag imports, private attributes read off imported dynrag modules: (line, 'mod._name'))."""
     source = module_name(path)
