@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import httpx
-import openai
 import pytest
 
 from dynrag.methods.base import Answer, Trace
@@ -16,6 +15,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def client(served):
+    import openai  # here, not at the top: the fast run collects this module and needs no openai
+
     return openai.OpenAI(base_url=served.v1, api_key=served.key, max_retries=0, timeout=600)
 
 
