@@ -69,6 +69,7 @@ def ids_once(run_dir, rows):
     return ids
 
 
+@pytest.mark.slow  # the killed-worker test below makes the same checks on a run that also loses a worker
 def test_two_worker_processes_answer_every_question_once(tmp_path):
     rows = fx.qa_rows(8)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
@@ -99,7 +100,10 @@ def test_a_worker_killed_mid_question_is_replaced_and_its_question_asked_again(t
     pid, question = killed[0]
     askers = [p for p, q in started(log) if q == question]
     assert askers[0] == pid and len(askers) == 2 and askers[1] != pid  # asked again, by another worker
-    assert len({p for p, _ in started(log)}) == 3  # the two first workers and the replacement
+    pids = {p for p, _ in started(log)}
+    assert len(pids) == 3 and os.getpid() not in pids  # the two first workers and the replacement
+    assert all(p["retrieved_ids"] for p in read_predictions(tmp_path / "run"))  # each opened the pooled index
+    assert summary["support_recall"] == 1.0
 
 
 @pytest.mark.slow
