@@ -10,9 +10,8 @@ score matrix memory-mapped, and queries are tokenised as the passages were (toke
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import bm25s
 import numpy as np
 
 from dynrag.errors import DynragError
@@ -21,6 +20,9 @@ from dynrag.retrieval.bm25_build import build_bm25_index
 from dynrag.retrieval.manifest import INDEX_FORMAT, index_error, read_manifest
 from dynrag.retrieval.store import PassageStore, StoreBacked
 from dynrag.retrieval.tokenizer import BM25Tokenizer
+
+if TYPE_CHECKING:
+    import bm25s
 
 FORMAT = INDEX_FORMAT
 
@@ -72,6 +74,9 @@ class BM25Index(StoreBacked):
         if backend not in BACKENDS:
             raise DynragError(f"unknown BM25 backend {backend!r}; use auto, numba or numpy")
         _check_bm25s_params(path)
+        import bm25s  # here, not at the top: it imports numba when installed, a second for nothing
+        # in a command that fails before it opens an index
+
         store = PassageStore.open(path, count, mmap=mmap)
         try:
             try:

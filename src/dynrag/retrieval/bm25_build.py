@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import bm25s
 import numpy as np
 
 import dynrag
@@ -150,6 +149,8 @@ def _write_index(
         store.close()
         runs.close()
 
+    import bm25s  # here, not at the top: it imports numba (see retrieval/bm25.py)
+
     manifest = {
         "format": INDEX_FORMAT,
         "format_version": INDEX_FORMAT_VERSION,
@@ -172,6 +173,8 @@ def write_bm25s_files(directory: Path, vocab: dict[str, int], num_docs: int) -> 
     """bm25s's vocab.index.json and params.index.json, as ``bm25s.BM25.save`` writes them (the
     score matrix files come from ``PostingRuns.write_score_matrix``)."""
     import json
+
+    import bm25s
 
     model = bm25s.BM25(k1=K1, b=B, method=METHOD, backend="numpy")
     with open(directory / "vocab.index.json", "w", encoding="utf-8") as f:

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
 
 # Recorded in the index manifest: what a query must be tokenised with.
 TOKENIZER_SETTINGS = {"stemmer": "english", "stopwords": "en", "lowercase": True}
@@ -38,6 +37,8 @@ class BM25Tokenizer:
         self.stem_to_id: dict[str, int] = stem_to_id if stem_to_id is not None else {"": 0}
         self._grow = grow
         self._word_to_id: dict[str, int] = {}
+        from bm25s.stopwords import STOPWORDS_EN  # here: bm25s imports numba (see retrieval/bm25.py)
+
         self._stopwords = frozenset(STOPWORDS_EN)
         # PyStemmer's own cache (default 10k words) thrashes on a corpus and triples stemming
         # time; the word cache here already makes every word stemmed once.
