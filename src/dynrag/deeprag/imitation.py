@@ -78,7 +78,9 @@ def attach_method(model: Any, options: TrainOptions) -> dict[str, Any]:
 
 
 def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records: list[dict[str, Any]],
-           meta: dict[str, Any]) -> dict[str, Any]:
+           meta: dict[str, Any], prompt: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Merge adapters, write the HF directory with deeprag.json (``prompt``: how it was prompted in
+    training; default no worked examples), the loss curve, and drop the checkpoint."""
     if options.method == "lora":
         merge_lora(model)
     model.eval()
@@ -92,7 +94,7 @@ def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records
         "first_loss": records[0]["loss"] if records else None,
         "final_loss": records[-1]["loss"] if records else None,
         "tokens_per_second": round(tokens / seconds, 2) if seconds and tokens else None,
-        "prompt": {"shots": 0},
+        "prompt": prompt if prompt is not None else {"shots": 0},
     }
     save_model_dir(model, tokenizer, out, report)
     plot_loss(records, out / "loss.png", f"{meta['stage']} ({options.method}, {meta['base_model']})")
