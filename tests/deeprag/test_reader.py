@@ -21,26 +21,9 @@ from dynrag.errors import ConfigError
 from dynrag.eval.loaders import load_examples
 from dynrag.methods.prompting import PromptBuilder
 from tests.cli_inprocess import run_in_process
-from tests.deeprag.conftest import write_wiki
+from tests.deeprag.conftest import word_tokenizer, write_wiki
 
 torch.set_num_threads(1)
-
-
-def word_tokenizer(texts):
-    """Word-level, one token per piece of `texts` (newlines apart): decoding is exact up to spaces."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    pre = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex("\n"), behavior="isolated"),
-                                   pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)])
-    vocab = {"<unk>": 0, "<eos>": 1}
-    for text in texts:
-        for piece, _ in pre.pre_tokenize_str(text):
-            vocab.setdefault(piece, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre
-    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>")
 
 
 @pytest.fixture

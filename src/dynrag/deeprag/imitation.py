@@ -23,6 +23,7 @@ from dynrag.deeprag.models import is_complete, load_trainable, read_meta, save_m
 from dynrag.deeprag.plot import plot_loss
 from dynrag.deeprag.trainer import (
     TRAIN_LOG,
+    StepFn,
     TrainOptions,
     drop_checkpoint,
     identity_options,
@@ -77,6 +78,27 @@ def attach_method(model: Any, options: TrainOptions) -> dict[str, Any]:
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
 
 
+def planned_batches(examples: list[TrainExample], options: TrainOptions) -> list[list[int]]:
+    """Example indices per optimizer step: the seeded plan, cut at max_steps."""
+    batches = plan_batches([len(ex) for ex in examples], options.batch_size, options.epochs, options.seed)
+    return batches[: options.max_steps] if options.max_steps else batches
+
+
+def masked_lm_step(model: Any, tokenizer: Any, examples: list[TrainExample], device: Any) -> StepFn:
+    """Forward and backward of the masked cross-entropy on one batch of examples (the labelled
+    tokens only), for the trainer's loop."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def step(batch: list[int]) -> dict[str, float]:
+        ids, mask, labels = (t.to(device) for t in collate([examples[i] for i in batch], pad))
+        with autocast(str(device)):  # bf16 on CUDA; a no-op on the CPU
+            loss, learned = imitation_loss(model, ids, mask, labels)
+        loss.backward()
+        return {"loss": loss.item(), "tokens": float(mask.sum()), "learned_tokens": float(learned)}
+
+    return step
+
+
 def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records: list[dict[str, Any]],
            meta: dict[str, Any], prompt: dict[str, Any] | None = None) -> dict[str, Any]:
     """Merge adapters, write the HF directory with deeprag.json (``prompt``: how it was prompted in
@@ -120,18 +142,10 @@ def run_imitation(req: ImitationRequest, *, console: Console | None = None, prog
             raise DataError(str(files[0]), f"every trajectory is longer than --max-tokens {options.max_tokens}")
         if dropped:
             console.print(f"[yellow]left out {dropped} trajectories longer than {options.max_tokens} tokens[/yellow]")
-        batches = plan_batches([len(ex) for ex in examples], options.batch_size, options.epochs, options.seed)
-        batches = batches[: options.max_steps] if options.max_steps else batches
+        batches = planned_batches(examples, options)
         params = attach_method(model, options)
         lr = options.lr or DEFAULT_LR[options.method]
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-
-        def step(batch: list[int]) -> dict[str, float]:
-            ids, mask, labels = (t.to(device) for t in collate([examples[i] for i in batch], pad))
-            with autocast(str(device)):  # bf16 on CUDA; a no-op on the CPU
-                loss, learned = imitation_loss(model, ids, mask, labels)
-            loss.backward()
-            return {"loss": loss.item(), "tokens": float(mask.sum()), "learned_tokens": float(learned)}
+        step = masked_lm_step(model, tokenizer, examples, device)
 
         identity = {"data": examples_fingerprint(examples), "model": resolve_model(req.model), "options": identity_options(options)}
         console.print(f"imitation: {len(examples)} trajectories, {len(batches)} steps, {options.method} fine-tune, "

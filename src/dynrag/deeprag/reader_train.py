@@ -23,8 +23,7 @@ from typing import Any
 from rich.console import Console
 
 from dynrag.deeprag.examples import examples_fingerprint
-from dynrag.deeprag.imitation import DEFAULT_LR, attach_method, finish
-from dynrag.deeprag.losses import collate, imitation_loss
+from dynrag.deeprag.imitation import DEFAULT_LR, attach_method, finish, masked_lm_step, planned_batches
 from dynrag.deeprag.models import is_complete, load_trainable, read_meta
 from dynrag.deeprag.reader_examples import build_reader_examples, check_context
 from dynrag.deeprag.trainer import (
@@ -33,7 +32,6 @@ from dynrag.deeprag.trainer import (
     identity_options,
     model_device,
     pin_threads,
-    plan_batches,
     schedule_meta,
     settle_method,
     train_loop,
@@ -42,7 +40,6 @@ from dynrag.errors import DataError
 from dynrag.eval.examples import QAExample
 from dynrag.eval.loaders import load_examples
 from dynrag.io.lock import DirectoryLock
-from dynrag.lm.device import autocast
 from dynrag.lm.loader import resolve_model
 from dynrag.methods.prompting import PromptBuilder
 
@@ -92,18 +89,10 @@ def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: 
                            (built.too_long, f"longer than {options.max_tokens} tokens")):
             if count:
                 console.print(f"[yellow]left out {count} questions {why}[/yellow]")
-        batches = plan_batches([len(ex) for ex in examples], options.batch_size, options.epochs, options.seed)
-        batches = batches[: options.max_steps] if options.max_steps else batches
+        batches = planned_batches(examples, options)
         params = attach_method(model, options)
         lr = options.lr or DEFAULT_LR[options.method]
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-
-        def step(batch: list[int]) -> dict[str, float]:
-            ids, mask, labels = (t.to(device) for t in collate([examples[i] for i in batch], pad))
-            with autocast(str(device)):
-                loss, learned = imitation_loss(model, ids, mask, labels)
-            loss.backward()
-            return {"loss": loss.item(), "tokens": float(mask.sum()), "learned_tokens": float(learned)}
+        step = masked_lm_step(model, tokenizer, examples, device)
 
         identity = {"data": examples_fingerprint(examples), "model": resolve_model(req.model),
                     "options": identity_options(options), "context": req.context}
