@@ -47,7 +47,9 @@ def test_cells_score_coverage_per_context_and_resume_without_answering_again(tmp
     (cell / "predictions.jsonl").write_text("".join(lines[:2]) + lines[2][:10])  # a torn line as after kill -9
     for lm in models.values():
         lm.prompts.clear()
-    again = figure3(req, progress=False, load=models.__getitem__)
+    opened = []
+    again = figure3(req, progress=False, load=lambda spec: opened.append(spec) or models[spec])
+    assert opened == ["fake-gr"]  # the base's cells are finished: it is not even loaded
     assert len(models["fake-base"].prompts) == 0 and len(models["fake-gr"].prompts) == 2
     assert again["results"][("gr", "gr")]["n"] == N
     ids = [json.loads(line)["id"] for line in (cell / "predictions.jsonl").read_text().splitlines()]

@@ -122,9 +122,10 @@ def summarize_cell(records: list[dict[str, Any]]) -> dict[str, Any]:
             "f1": mean("f1"), "seconds_per_question": mean("seconds")}
 
 
-def run_cell(lm: Any, builder: PromptBuilder, questions: list[QAExample], draw: RandomPassages, context: str,
+def run_cell(model: Callable[[], Any], builder: PromptBuilder, questions: list[QAExample], draw: RandomPassages, context: str,
              out: Path, config: dict[str, Any], max_new_tokens: int, console: Console, progress: bool) -> dict[str, Any]:
-    """Answer (or resume) every question of one cell; returns its summary (also OUT/summary.json)."""
+    """Answer (or resume) every question of one cell; returns its summary (also OUT/summary.json).
+    ``model()`` gives the model, loaded on first need (a finished cell loads none)."""
     with lock_run(out):
         note = open_run(out, config)
         if note:
@@ -134,6 +135,7 @@ def run_cell(lm: Any, builder: PromptBuilder, questions: list[QAExample], draw: 
         todo = [ex for ex in questions if ex.id not in done_ids]
         if done and todo:
             console.print(f"resuming {out}: {len(done)} of {len(questions)} questions already answered")
+        lm = model() if todo else None
         with PredictionWriter(out) as writer, progress_bar(f"{context}", len(questions), len(questions) - len(todo),
                                                            console, progress, unit="questions") as bar:
             for ex in todo:
@@ -189,10 +191,16 @@ def figure3(req: Figure3Request, *, console: Console | None = None, progress: bo
             results.update({(key, c): _summary(d) for c, d in dirs.items()})
             continue
         console.print(f"[bold]model {i}/{len(table_rows)}[/bold] {label}: {spec}")
-        lm = load(spec)
+        loaded: list[Any] = []
+
+        def model(spec: str = spec) -> Any:
+            if not loaded:
+                loaded.append(load(spec))
+            return loaded[0]
+
         for context, out in dirs.items():
             config = cell_config(req, resolved[key], context, sha)
-            results[(key, context)] = run_cell(lm, builder, questions, draw, context, out, config,
+            results[(key, context)] = run_cell(model, builder, questions, draw, context, out, config,
                                                req.max_new_tokens, console, progress)
     return {"request": req, "rows": table_rows, "results": results, "n": len(questions)}
 
