@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,26 @@ def attach_method(model: Any, options: TrainOptions) -> dict[str, Any]:
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
 
 
+def already_trained(out: Path, console: Console) -> dict[str, Any] | None:
+    """deeprag.json of a finished checkpoint in OUT (said on the console), else None."""
+    if not is_complete(out):
+        return None
+    console.print(f"{out} already holds a finished checkpoint; nothing to do (use another --out to train again)")
+    return read_meta(out)
+
+
+@contextmanager
+def training_model(out: Path, spec: str, options: TrainOptions,
+                   progress: bool) -> Iterator[tuple[Any, Any, str, TrainOptions, Any]]:
+    """(model, tokenizer, source, options with the method settled, device), with OUT held by
+    this process for the whole run."""
+    pin_threads(options)
+    with DirectoryLock(out, "training directory"):
+        model, tokenizer, source = load_trainable(spec, progress=progress)
+        options = settle_method(options, model)
+        yield model, tokenizer, source, options, model_device(model)
+
+
 def planned_batches(examples: list[TrainExample], options: TrainOptions) -> list[list[int]]:
     """Example indices per optimizer step: the seeded plan, cut at max_steps."""
     batches = plan_batches([len(ex) for ex in examples], options.batch_size, options.epochs, options.seed)
@@ -129,14 +151,9 @@ def run_imitation(req: ImitationRequest, *, console: Console | None = None, prog
     options, out = req.options, Path(req.out)
     files = [trajectory_file(p) for p in req.data]
     trajectories = load_training_trajectories(files)  # bad data fails before the model loads
-    if is_complete(out):
-        console.print(f"{out} already holds a finished checkpoint; nothing to do (use another --out to train again)")
-        return read_meta(out)
-    pin_threads(options)
-    with DirectoryLock(out, "training directory"):
-        model, tokenizer, source = load_trainable(req.model, progress=progress)
-        options = settle_method(options, model)
-        device = model_device(model)
+    if (finished := already_trained(out, console)) is not None:
+        return finished
+    with training_model(out, req.model, options, progress) as (model, tokenizer, source, options, device):
         examples, dropped = build_examples(tokenizer, trajectories, options.max_tokens)
         if not examples:
             raise DataError(str(files[0]), f"every trajectory is longer than --max-tokens {options.max_tokens}")

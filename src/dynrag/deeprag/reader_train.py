@@ -23,23 +23,26 @@ from typing import Any
 from rich.console import Console
 
 from dynrag.deeprag.examples import examples_fingerprint
-from dynrag.deeprag.imitation import DEFAULT_LR, attach_method, finish, masked_lm_step, planned_batches
-from dynrag.deeprag.models import is_complete, load_trainable, read_meta
+from dynrag.deeprag.imitation import (
+    DEFAULT_LR,
+    already_trained,
+    attach_method,
+    finish,
+    masked_lm_step,
+    planned_batches,
+    training_model,
+)
 from dynrag.deeprag.reader_examples import build_reader_examples, check_context
 from dynrag.deeprag.trainer import (
     TrainOptions,
     describe_schedule,
     identity_options,
-    model_device,
-    pin_threads,
     schedule_meta,
-    settle_method,
     train_loop,
 )
 from dynrag.errors import DataError
 from dynrag.eval.examples import QAExample
 from dynrag.eval.loaders import load_examples
-from dynrag.io.lock import DirectoryLock
 from dynrag.lm.loader import resolve_model
 from dynrag.methods.prompting import PromptBuilder
 
@@ -72,14 +75,9 @@ def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: 
     builder = PromptBuilder.for_dataset(req.exemplars)  # an unknown style fails before the model loads
     options, out = req.options, Path(req.out)
     questions = load_training_questions(req.dataset, list(req.data), req.limit)
-    if is_complete(out):
-        console.print(f"{out} already holds a finished checkpoint; nothing to do (use another --out to train again)")
-        return read_meta(out)
-    pin_threads(options)
-    with DirectoryLock(out, "training directory"):
-        model, tokenizer, source = load_trainable(req.model, progress=progress)
-        options = settle_method(options, model)
-        device = model_device(model)
+    if (finished := already_trained(out, console)) is not None:
+        return finished
+    with training_model(out, req.model, options, progress) as (model, tokenizer, source, options, device):
         built = build_reader_examples(tokenizer, builder, questions, req.context, options.max_tokens, options.seed)
         examples = built.examples
         if not examples:
