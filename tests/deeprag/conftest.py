@@ -39,24 +39,16 @@ def write_wiki(path: Path, n: int) -> Path:
     return path
 
 
-def narrative_tokenizer(extra_texts=()):
-    """A word-level tokenizer whose vocabulary holds every word of the narrative format, the worked
-    examples, the fixtures above and `extra_texts`: no <unk>, so a tiny model can tell them apart."""
+def word_tokenizer(texts):
+    """A word-level tokenizer with one token per piece of `texts` (newlines are pieces of their own):
+    no <unk> for any of them, and decoding gives the words back."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
-
-    from dynrag.methods.deeprag.narrative import Narrative
-    from tests.deeprag.trajectories import trajectory
-    from tests.tiny_models import WORDS
 
     pre = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex("\n"), behavior="isolated"),
         pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True),
     ])
-    texts = [Narrative(shots=4).prompt("x").text, " ".join(WORDS), *extra_texts]
-    texts += [json.dumps(wiki_record(i)).replace('"', " ").replace(",", " ") for i in range(64)]
-    texts += [" ".join(s["subquery"] + " " + s["answer"] + " " + " ".join(p["text"] for p in s["passages"])
-                       for s in trajectory(i)["steps"]) + " " + trajectory(i)["question"] for i in range(8)]
     vocab = {"<unk>": 0, "<bos>": 1, "<eos>": 2, "<pad>": 3}
     for text in texts:
         for piece, _ in pre.pre_tokenize_str(text):
@@ -66,6 +58,20 @@ def narrative_tokenizer(extra_texts=()):
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<bos>", eos_token="<eos>",
                                    pad_token="<pad>")
+
+
+def narrative_tokenizer(extra_texts=()):
+    """A word-level tokenizer whose vocabulary holds every word of the narrative format, the worked
+    examples, the fixtures above and `extra_texts`: no <unk>, so a tiny model can tell them apart."""
+    from dynrag.methods.deeprag.narrative import Narrative
+    from tests.deeprag.trajectories import trajectory
+    from tests.tiny_models import WORDS
+
+    texts = [Narrative(shots=4).prompt("x").text, " ".join(WORDS), *extra_texts]
+    texts += [json.dumps(wiki_record(i)).replace('"', " ").replace(",", " ") for i in range(64)]
+    texts += [" ".join(s["subquery"] + " " + s["answer"] + " " + " ".join(p["text"] for p in s["passages"])
+                       for s in trajectory(i)["steps"]) + " " + trajectory(i)["question"] for i in range(8)]
+    return word_tokenizer(texts)
 
 
 @pytest.fixture(scope="session")

@@ -33,3 +33,14 @@ def test_best_over_golds_keeps_matching_precision_recall():
     s = best_token_scores("Marie Curie", ["Curie", "Maria Sklodowska"])
     assert s.f1 == pytest.approx(2 / 3) and s.precision == pytest.approx(0.5) and s.recall == 1.0
     assert best_token_scores("x", []).f1 == 0.0
+
+
+def test_coverage_is_a_gold_answer_as_whole_words_of_the_normalised_prediction():
+    from dynrag.eval.metrics import covers
+
+    assert covers("It was built in Paris, France.", ["paris"]) == 1.0  # case and punctuation normalised
+    assert covers("The answer is the Danube", ["Danube River", "the Danube"]) == 1.0  # any alias; article dropped
+    assert covers("not at all", ["no"]) == 0.0  # whole words only
+    assert covers("Lyon", ["Paris"]) == 0.0
+    assert covers("anything", ["", "!"]) == 0.0  # a gold that normalises to nothing never counts
+    assert covers("", ["paris"]) == 0.0

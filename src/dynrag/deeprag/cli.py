@@ -56,6 +56,6 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
     from dynrag.deeprag.train_cli import register_train
 
-    train = typer.Typer(no_args_is_help=True, help="DeepRAG training: imitation (stage I) and chain of calibration (stage II).")
+    train = typer.Typer(no_args_is_help=True, help="Training: DeepRAG imitation (stage I) and chain of calibration (stage II); reader fine-tuning (RAG best practices).")
     register_train(train, user_errors)
     app.add_typer(train, name="train")

@@ -182,7 +182,7 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
         meta = {"stage": "grpo", "base_model": resolve_model(req.model), "base_source": source, "lr": lr,
                 "lr_schedule": schedule_meta(options, lr, len(batches)), "questions": len(examples),
                 "final_reward": records[-1]["reward"] if records else None}
-        return finish(model, tokenizer, out, options, records, meta, shots=policy.method.narrative.shots)
+        return finish(model, tokenizer, out, options, records, meta, {"shots": policy.method.narrative.shots})
 
 
 def claim_run(out: Path, identity: dict[str, Any]) -> None:

@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from dynrag.deeprag.models import is_complete, load_trainable, read_meta, save_m
 from dynrag.deeprag.plot import plot_loss
 from dynrag.deeprag.trainer import (
     TRAIN_LOG,
+    StepFn,
     TrainOptions,
     drop_checkpoint,
     identity_options,
@@ -77,8 +80,51 @@ def attach_method(model: Any, options: TrainOptions) -> dict[str, Any]:
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
 
 
+def already_trained(out: Path, console: Console) -> dict[str, Any] | None:
+    """deeprag.json of a finished checkpoint in OUT (said on the console), else None."""
+    if not is_complete(out):
+        return None
+    console.print(f"{out} already holds a finished checkpoint; nothing to do (use another --out to train again)")
+    return read_meta(out)
+
+
+@contextmanager
+def training_model(out: Path, spec: str, options: TrainOptions,
+                   progress: bool) -> Iterator[tuple[Any, Any, str, TrainOptions, Any]]:
+    """(model, tokenizer, source, options with the method settled, device), with OUT held by
+    this process for the whole run."""
+    pin_threads(options)
+    with DirectoryLock(out, "training directory"):
+        model, tokenizer, source = load_trainable(spec, progress=progress)
+        options = settle_method(options, model)
+        yield model, tokenizer, source, options, model_device(model)
+
+
+def planned_batches(examples: list[TrainExample], options: TrainOptions) -> list[list[int]]:
+    """Example indices per optimizer step: the seeded plan, cut at max_steps."""
+    batches = plan_batches([len(ex) for ex in examples], options.batch_size, options.epochs, options.seed)
+    return batches[: options.max_steps] if options.max_steps else batches
+
+
+def masked_lm_step(model: Any, tokenizer: Any, examples: list[TrainExample], device: Any) -> StepFn:
+    """Forward and backward of the masked cross-entropy on one batch of examples (the labelled
+    tokens only), for the trainer's loop."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def step(batch: list[int]) -> dict[str, float]:
+        ids, mask, labels = (t.to(device) for t in collate([examples[i] for i in batch], pad))
+        with autocast(str(device)):  # bf16 on CUDA; a no-op on the CPU
+            loss, learned = imitation_loss(model, ids, mask, labels)
+        loss.backward()
+        return {"loss": loss.item(), "tokens": float(mask.sum()), "learned_tokens": float(learned)}
+
+    return step
+
+
 def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records: list[dict[str, Any]],
-           meta: dict[str, Any], shots: int = 0) -> dict[str, Any]:
+           meta: dict[str, Any], prompt: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Merge adapters, write the HF directory with deeprag.json (``prompt``: how it was prompted in
+    training; default no worked examples), the loss curve, and drop the checkpoint."""
     if options.method == "lora":
         merge_lora(model)
     model.eval()
@@ -92,7 +138,7 @@ def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records
         "first_loss": records[0]["loss"] if records else None,
         "final_loss": records[-1]["loss"] if records else None,
         "tokens_per_second": round(tokens / seconds, 2) if seconds and tokens else None,
-        "prompt": {"shots": shots},  # worked examples in the prompt it was trained with
+        "prompt": prompt if prompt is not None else {"shots": 0},
     }
     save_model_dir(model, tokenizer, out, report)
     plot_loss(records, out / "loss.png", f"{meta['stage']} ({options.method}, {meta['base_model']})")
@@ -105,31 +151,18 @@ def run_imitation(req: ImitationRequest, *, console: Console | None = None, prog
     options, out = req.options, Path(req.out)
     files = [trajectory_file(p) for p in req.data]
     trajectories = load_training_trajectories(files)  # bad data fails before the model loads
-    if is_complete(out):
-        console.print(f"{out} already holds a finished checkpoint; nothing to do (use another --out to train again)")
-        return read_meta(out)
-    pin_threads(options)
-    with DirectoryLock(out, "training directory"):
-        model, tokenizer, source = load_trainable(req.model, progress=progress)
-        options = settle_method(options, model)
-        device = model_device(model)
+    if (finished := already_trained(out, console)) is not None:
+        return finished
+    with training_model(out, req.model, options, progress) as (model, tokenizer, source, options, device):
         examples, dropped = build_examples(tokenizer, trajectories, options.max_tokens)
         if not examples:
             raise DataError(str(files[0]), f"every trajectory is longer than --max-tokens {options.max_tokens}")
         if dropped:
             console.print(f"[yellow]left out {dropped} trajectories longer than {options.max_tokens} tokens[/yellow]")
-        batches = plan_batches([len(ex) for ex in examples], options.batch_size, options.epochs, options.seed)
-        batches = batches[: options.max_steps] if options.max_steps else batches
+        batches = planned_batches(examples, options)
         params = attach_method(model, options)
         lr = options.lr or DEFAULT_LR[options.method]
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-
-        def step(batch: list[int]) -> dict[str, float]:
-            ids, mask, labels = (t.to(device) for t in collate([examples[i] for i in batch], pad))
-            with autocast(str(device)):  # bf16 on CUDA; a no-op on the CPU
-                loss, learned = imitation_loss(model, ids, mask, labels)
-            loss.backward()
-            return {"loss": loss.item(), "tokens": float(mask.sum()), "learned_tokens": float(learned)}
+        step = masked_lm_step(model, tokenizer, examples, device)
 
         identity = {"data": examples_fingerprint(examples), "model": resolve_model(req.model), "options": identity_options(options)}
         console.print(f"imitation: {len(examples)} trajectories, {len(batches)} steps, {options.method} fine-tune, "

@@ -156,3 +156,35 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
             request = GrpoRequest(dataset, data, out, model, corpus, options, limit, skip, aliases, skip_bad, retriever, chosen)
             report = run_grpo(request, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
+
+    @train.command("reader")
+    def reader_command(
+        dataset: str = typer.Option(..., "--dataset", help="Benchmark format of --data (hotpotqa, 2wikimultihopqa, musique, ...)."),
+        data: list[Path] = typer.Option(..., "--data", help="Training questions with gold passages (repeatable; never those you evaluate on)."),
+        context: str = typer.Option("gr", "--context", help="g: gold passages | r: one random passage | gr: gold then random (the paper's best) | gg: gold twice."),
+        out: Path = typer.Option(..., "--out", help="Output HF directory, adapters merged: --model hf:OUT (resumed when a run was interrupted)."),
+        model: str = typer.Option("bundled", "--model", help=f"Model to fine-tune: {MODEL_HELP}."),
+        exemplars: str = typer.Option("default", "--exemplars", help="Worked-example style of the prompt, as eval's --exemplars."),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
+        method: Optional[str] = typer.Option(None, "--method", help="lora (default) | full | auto (lora above ~1B parameters)"),
+        lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 2e-4 LoRA, 1e-5 full)."),
+        epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the questions (default 1)."),
+        schedule: Optional[str] = typer.Option(None, "--schedule", help=SCHEDULE_HELP),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps."),
+        batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Questions per step (default 4)."),
+        save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 50)."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        option: list[str] = typer.Option([], "--option", help="Other training option KEY=VALUE, as for imitation."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+    ) -> None:
+        """Generator fine-tuning (RAG best practices): answer-only loss with gold, random or mixed passages."""
+        with user_errors():
+            from dynrag.deeprag.reader_examples import check_context
+            from dynrag.deeprag.reader_train import ReaderRequest, run_reader
+
+            check_context(context)
+            options = train_options(option, method=method or "lora", lr=lr, epochs=epochs, max_steps=max_steps,
+                                    schedule=schedule, batch_size=batch_size, save_every=save_every, threads=threads)
+            req = ReaderRequest(dataset, list(data), out, context, model, exemplars, limit, options)
+            report = run_reader(req, console=Console(stderr=True), progress=progress)
+            sys.stdout.write(json.dumps(report, indent=2) + "\n")

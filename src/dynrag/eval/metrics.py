@@ -197,3 +197,14 @@ def reciprocal_rank(ranked: Sequence[str], gold: Iterable[str]) -> float:
         if pid in gold_set:
             return 1.0 / rank
     return 0.0
+
+
+# ---- ground-truth coverage ---------------------------------------------------------------------
+
+
+def covers(prediction: str, golds: Iterable[str]) -> float:
+    """1.0 when some gold answer, normalised, occurs in the normalised prediction as whole words
+    ("paris" is in "it is in paris france", "no" is not in "not"), else 0.0. The best-practices
+    paper's ground-truth coverage for short QA answers; an empty gold never counts."""
+    text = f" {normalize_answer(prediction)} "
+    return float(any(gold and f" {gold} " in text for gold in (normalize_answer(g) for g in golds)))

@@ -75,7 +75,8 @@ def find_data(table: Table, req: ReproduceRequest) -> tuple[dict[str, Path], dic
     return found, missing
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """A directory name for a setting: its safe characters, long ones cut to a tail and a hash."""
     clean = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
     if len(clean) > 60:  # long paths (hf:/some/dir) keep a readable tail and a hash
         clean = clean[-40:] + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
@@ -92,7 +93,7 @@ def run_dir(req: ReproduceRequest, spec: RunSpec) -> Path:
         json.dumps([spec.method, spec.options, spec.retriever] + ([spec.model] if spec.model else []),
                    sort_keys=True).encode()
     ).hexdigest()[:6]
-    return Path(req.out) / _slug(setting) / spec.dataset / f"{spec.key}-{digest}-n{req.limit or 'all'}"
+    return Path(req.out) / slug(setting) / spec.dataset / f"{spec.key}-{digest}-n{req.limit or 'all'}"
 
 
 def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method_factory=None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from rich.console import Console
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("reproduce")
     def reproduce_command(
-        table: str = typer.Argument(..., help="dragin-table2 | dragin-table3 | bestpractice-table11 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | deeprag-figure5 | deeprag-figure6 | world"),
+        table: str = typer.Argument(..., help="dragin-table2 | dragin-table3 | bestpractice-table11 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | deeprag-figure5 | deeprag-figure6 | world | bestpractice-figure3"),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions of each dataset."),
         model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
         retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 | dense | hybrid | milvus (default bm25)."),
@@ -29,6 +29,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         write: Optional[Path] = typer.Option(None, "--write", help="Also write the markdown table to this file."),
         run: bool = typer.Option(True, "--run/--no-run", help="--no-run: show the published numbers and finished runs only."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+        reader: list[str] = typer.Option([], "--reader", metavar="KEY=DIR", help="bestpractice-figure3: a reader trained by `dynrag train reader` (e.g. gr=ckpt/m_gr; repeatable); the base model is --model."),
         batch: int = typer.Option(1, "--batch", min=1, metavar="N", help="Questions in flight per run, their generations decoded together by one local model."),
     ) -> None:
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
@@ -40,17 +41,26 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.io.files import atomic_write_text
             from dynrag.registry import parse_pairs
 
-            if table not in TABLES:
-                raise ConfigError(f"unknown table {table!r}; choose one of: {', '.join(TABLES.names())}")
-            req = ReproduceRequest(
-                table=table, options=parse_pairs(option), limit=limit, model=model, retriever=retriever,
-                retriever_options=list(retriever_option), corpus=corpus,
-                data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
-                data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run, batch=batch,
-                world=world,
-            )
             err = Console(stderr=True)
-            text = render(reproduce(req, console=err, progress=progress and err.is_terminal))
+            if table == "bestpractice-figure3":
+                from dynrag.eval.reproduce_figure3 import figure3_command
+
+                text = figure3_command(dataset=list(dataset), data=list(data), readers=parse_pairs(reader, flag="--reader"),
+                                       model=model, limit=limit, out=out, run=run, console=err,
+                                       progress=progress and err.is_terminal)
+            else:
+                if reader:
+                    raise ConfigError("--reader: only `reproduce bestpractice-figure3` reads trained readers")
+                if table not in TABLES:
+                    raise ConfigError(f"unknown table {table!r}; choose one of: {', '.join(TABLES.names())}, bestpractice-figure3")
+                req = ReproduceRequest(
+                    table=table, options=parse_pairs(option), limit=limit, model=model, retriever=retriever,
+                    retriever_options=list(retriever_option), corpus=corpus,
+                    data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
+                    data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run,
+                    batch=batch, world=world,
+                )
+                text = render(reproduce(req, console=err, progress=progress and err.is_terminal))
             if write is not None:
                 atomic_write_text(write, text)
             sys.stdout.write(text)
