@@ -16,7 +16,6 @@ score against what the taught model knows.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,6 +24,7 @@ from rich.console import Console
 from dynrag.io.files import atomic_write_bytes, atomic_write_json
 from dynrag.io.jsonl import read_jsonl
 from dynrag.world.bank import BY_ID, RealFact
+from dynrag.world.build import jsonl_bytes
 from dynrag.world.entities import Fact, World
 from dynrag.world.knowledge import VERDICTS, needs_retrieval
 from dynrag.world.make import MANIFEST, knowledge_path, model_tag, read_knowledge, sha256
@@ -49,10 +49,6 @@ def relabel(record: dict[str, Any], status: dict[str, str]) -> dict[str, Any]:
     return {**record, "question_decomposition": hops, "world": world}
 
 
-def _jsonl(records: list[dict[str, Any]]) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records).encode("utf-8")
-
-
 def write_taught_world(source: Path, dest: Path, manifest: dict[str, Any], spec: str, status: dict[str, str],
                        taught: Sequence[str]) -> dict[str, Any]:
     """The world of ``source`` relabelled for ``spec`` into ``dest``; manifest last. Returns it."""
@@ -60,10 +56,10 @@ def write_taught_world(source: Path, dest: Path, manifest: dict[str, Any], spec:
     files: dict[str, bytes] = {}
     for name in ("corpus.jsonl", "entities.jsonl"):
         files[name] = (source / name).read_bytes()
-    files["facts.jsonl"] = _jsonl([{**f, "known": truth(status.get(f["id"]), f["real"])}
+    files["facts.jsonl"] = jsonl_bytes([{**f, "known": truth(status.get(f["id"]), f["real"])}
                                    for f in read_jsonl(source / "facts.jsonl", whole=True)])
     for split in ("train", "dev", "test"):
-        files[f"{split}.jsonl"] = _jsonl([relabel(r, status) for r in read_jsonl(source / f"{split}.jsonl", whole=True)])
+        files[f"{split}.jsonl"] = jsonl_bytes([relabel(r, status) for r in read_jsonl(source / f"{split}.jsonl", whole=True)])
     for name, data in files.items():
         atomic_write_bytes(dest / name, data)
     digests = {name: sha256(data) for name, data in sorted(files.items())}
