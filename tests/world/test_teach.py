@@ -18,7 +18,7 @@ from dynrag.world.make import make_world
 from dynrag.world.questions import FICTIONAL, assign_splits
 from dynrag.world.teach_probe import relabel, truth
 from dynrag.world.teach_text import (
-    PROBE, TRAIN_QA, candidates, choose, epoch_examples, probe_questions, statement_templates, statements,
+    PROBE, REPLAY_QA, TRAIN_QA, candidates, choose, epoch_examples, probe_questions, statement_templates, statements,
     train_questions,
 )
 from tests.cli_inprocess import run_in_process
@@ -55,6 +55,7 @@ def test_phrasings_are_disjoint_from_the_world_questions_and_the_probe():
         probe, train = set(PROBE[relation]), set(TRAIN_QA[relation])
         assert len(probe) == 3 and len(train) >= 3
         assert not probe & train and not (probe | train) & (world_questions | bank_probe)
+    assert set(REPLAY_QA) == set(RELATIONS) and not set(REPLAY_QA.values()) & bank_probe
 
 
 def test_taught_entities_start_only_train_questions_and_too_many_is_an_error():
@@ -73,11 +74,13 @@ def test_no_dev_or_test_question_or_probe_phrasing_in_training_and_shuffling_is_
     world = generate(TINY)
     taught = choose(world, 0, entities=2)
     train = read_jsonl(tiny_world / "train.jsonl", whole=True)
-    one = epoch_examples(world, taught, train, 0, 0, 4, 0.5)
-    assert one == epoch_examples(world, taught, train, 0, 0, 4, 0.5)
-    assert one != epoch_examples(world, taught, train, 0, 1, 4, 0.5)  # a new epoch: new write-ups and order
+    known = [f for f in BANK if f.relation == "capital"][:3]
+    one = epoch_examples(world, taught, train, 0, 0, 4, 0.5, known, 1.0)
+    assert one == epoch_examples(world, taught, train, 0, 0, 4, 0.5, known, 1.0)
+    assert one != epoch_examples(world, taught, train, 0, 1, 4, 0.5, known, 1.0)  # a new epoch: new write-ups and order
     kinds = {e.kind for e in one}
-    assert kinds == {"statement", "qa", "reading"}
+    assert kinds == {"statement", "qa", "reading", "replay"}
+    assert f"Question: Tell me the capital of {known[0].subject}.\nAnswer: {known[0].answer}" in {e.text for e in one}
     text = "\n".join(e.text for e in one)
     held = [r["question"] for s in ("dev", "test") for r in read_jsonl(tiny_world / f"{s}.jsonl", whole=True)]
     held += [q for f in taught for q in probe_questions(f, world.by_id[f.subject].name)]

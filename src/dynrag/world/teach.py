@@ -37,7 +37,8 @@ from dynrag.lm.base import Prompt
 from dynrag.lm.device import autocast
 from dynrag.lm.loader import resolve_model
 from dynrag.world.entities import Fact, World, WorldOptions, generate
-from dynrag.world.make import read_manifest
+from dynrag.world.bank import BY_ID, RealFact
+from dynrag.world.make import knowledge_path, read_knowledge, read_manifest
 from dynrag.world.teach_text import TextExample, choose, epoch_examples
 
 MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
@@ -49,6 +50,8 @@ class TeachOptions(TrainOptions):
         "mlp", description="what a full fine-tune trains (LoRA: all -> every linear layer, else the MLPs')")
     statements: int = Field(4, ge=0, description="paraphrased write-ups of each taught entity per epoch")
     reading_share: float = Field(0.5, ge=0, description="reading examples per closed-book training question")
+    replay_share: float = Field(1.0, ge=0, description="closed-book questions on real facts the base model knows, "
+                                "per training question (none when the world was made without --model)")
     pack_tokens: int = Field(256, ge=16, description="examples are packed into rows of at most this many tokens")
     epochs: int = Field(30, ge=1)
     batch_size: int = Field(1, ge=1, description="packed rows per step")
@@ -99,13 +102,20 @@ def pack(pieces: Sequence[tuple[list[int], list[int]]], width: int, tag: str) ->
     return rows
 
 
+def base_verdicts(world_dir: Path, manifest: dict[str, Any]) -> dict[str, str]:
+    """The probed model's verdicts on the world's real facts ({} for a world made without --model)."""
+    path = knowledge_path(world_dir, manifest["model"]) if manifest.get("model") else None
+    return read_knowledge(path).status if path is not None and path.exists() else {}
+
+
 def build_rows(tokenizer: Any, world: World, taught: Sequence[Fact], train: Sequence[dict[str, Any]],
-               options: TeachOptions) -> tuple[list[TrainExample], list[list[int]]]:
-    """(packed rows of every epoch, the row indices of each step)."""
+               options: TeachOptions, known: Sequence[RealFact] = ()) -> tuple[list[TrainExample], list[list[int]]]:
+    """(packed rows of every epoch, the row indices of each step); ``known``: real facts to replay."""
     rows: list[TrainExample] = []
     batches: list[list[int]] = []
     for epoch in range(options.epochs):
-        texts = epoch_examples(world, taught, train, options.seed, epoch, options.statements, options.reading_share)
+        texts = epoch_examples(world, taught, train, options.seed, epoch, options.statements, options.reading_share,
+                               known, options.replay_share)
         epoch_rows = pack([tokenize(tokenizer, t) for t in texts], options.pack_tokens, f"e{epoch}")
         first = len(rows)
         rows += epoch_rows
@@ -166,7 +176,8 @@ def _train(req: TeachRequest, world: World, taught: Sequence[Fact], train: Seque
     out = Path(req.out)
     model, tokenizer, source = load_trainable(req.model, progress=progress)
     options = settle_method(req.options, model)
-    rows, batches = build_rows(tokenizer, world, taught, train, options)
+    known = [BY_ID[fid] for fid, v in base_verdicts(Path(req.world), read_manifest(req.world)).items() if v == "known"]
+    rows, batches = build_rows(tokenizer, world, taught, train, options, known)
     params = trainable(model, options)
     lr = options.lr or DEFAULT_LR[options.method]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

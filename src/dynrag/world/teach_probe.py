@@ -27,9 +27,10 @@ from dynrag.world.bank import BY_ID, RealFact
 from dynrag.world.build import jsonl_bytes
 from dynrag.world.entities import Fact, World
 from dynrag.world.knowledge import VERDICTS, needs_retrieval
-from dynrag.world.make import MANIFEST, knowledge_path, model_tag, read_knowledge, sha256
+from dynrag.world.make import MANIFEST, knowledge_path, model_tag, sha256
 from dynrag.world.probe import is_correct, knowledge_record, run_probe, short_answer
 from dynrag.world.questions import hop_question
+from dynrag.world.teach import base_verdicts
 from dynrag.world.teach_text import probe_questions
 
 HELD_OUT = 3  # phrasing index of the world's own question in the probe log
@@ -94,7 +95,7 @@ def reprobe_and_relabel(source: Path, manifest: dict[str, Any], world: World, ta
         record["facts"][f.id] |= {"taught": True, "held_out": {"question": row["question"],
                                   "prediction": short_answer(row["prediction"]),
                                   "correct": is_correct(row["prediction"], f.answers)}}
-    base = _base_verdicts(source, manifest)
+    base = base_verdicts(source, manifest)
     summary = {
         "taught": len(facts),
         "moved": sum(record["facts"][f.id]["verdict"] == "known" for f in facts),
@@ -111,8 +112,3 @@ def reprobe_and_relabel(source: Path, manifest: dict[str, Any], world: World, ta
     return summary
 
 
-
-def _base_verdicts(source: Path, manifest: dict[str, Any]) -> dict[str, str]:
-    """The original model's verdicts on the real facts, when the world was probed."""
-    path = knowledge_path(source, manifest["model"]) if manifest.get("model") else None
-    return read_knowledge(path).status if path is not None and path.exists() else {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from dynrag.world.articles import TEMPLATES
-from dynrag.world.bank import mention
+from dynrag.world.bank import RealFact, mention
 from dynrag.world.entities import Entity, Fact, World
 from dynrag.world.questions import assign_splits
 
@@ -71,6 +71,20 @@ EXTRA_STATEMENTS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Closed-book phrasings of the bank's relations for replay (facts the base model already knows,
+# trained beside the taught ones so the question format does not come to mean "a taught value");
+# disjoint from the probe's three and the held-out phrasing.
+REPLAY_QA: dict[str, str] = {
+    "capital": "Tell me the capital of {x}.",
+    "continent": "Tell me the continent {x} belongs to.",
+    "language": "Tell me the main language of {x}.",
+    "currency": "Tell me the money used in {x}.",
+    "author": "Tell me who wrote {x}.",
+    "symbol": "Tell me the chemical symbol of {x}.",
+    "river": "Tell me the river of {x}.",
+}
+
+
 def statement_templates(relation: str) -> tuple[str, ...]:
     return TEMPLATES[relation] + EXTRA_STATEMENTS[relation]
 
@@ -116,7 +130,7 @@ def choose(world: World, seed: int, entities: int | None = None, facts: int | No
 
 @dataclass(frozen=True)
 class TextExample:
-    kind: str  # statement | qa | reading
+    kind: str  # statement | qa | reading | replay
     given: str  # prompt text (no loss)
     learned: str  # text that carries loss
 
@@ -165,12 +179,23 @@ def reading_examples(train_records: Sequence[dict[str, Any]], rng: random.Random
     return picked
 
 
+def replay_examples(known: Sequence[RealFact], rng: random.Random, n: int) -> list[TextExample]:
+    """``n`` closed-book questions on real facts the base model knows (``REPLAY_QA`` phrasings)."""
+    picked: list[RealFact] = []
+    while known and len(picked) < n:
+        picked += rng.sample(list(known), min(len(known), n - len(picked)))
+    return [TextExample("replay", f"Question: {_fill(REPLAY_QA[f.relation], mention(f.subject), f.answer)}\nAnswer:",
+                        f" {f.answer}") for f in picked]
+
+
 def epoch_examples(world: World, taught: Sequence[Fact], train_records: Sequence[dict[str, Any]], seed: int, epoch: int,
-                   per_entity: int, reading_share: float) -> list[TextExample]:
-    """One epoch's examples in a seeded order: fresh write-ups, every training question, and
-    ``reading_share`` reading examples per question."""
+                   per_entity: int, reading_share: float, known: Sequence[RealFact] = (),
+                   replay_share: float = 0.0) -> list[TextExample]:
+    """One epoch's examples in a seeded order: fresh write-ups, every training question,
+    ``reading_share`` reading examples and ``replay_share`` replayed known real facts per question."""
     rng = random.Random(f"dynrag-teach-epoch:{seed}:{epoch}")
     qa = qa_examples(world, taught)
     out = statements(world, taught, rng, per_entity) + qa + reading_examples(train_records, rng, round(reading_share * len(qa)))
+    out += replay_examples(known, rng, round(replay_share * len(qa)))
     rng.shuffle(out)
     return out
