@@ -70,7 +70,7 @@ def run_probe(lm: Any, facts: Sequence[RealFact], log: Path, console: Console, p
     done = {(r["fact"], r["phrasing"]): r for r in read_jsonl(log, repair=True, validate=_valid)}
     todo = [(f, i, q) for f in facts for i, q in enumerate(phrase(f)) if (f.id, i) not in done]
     total = sum(len(phrase(f)) for f in facts)
-    if todo and done:
+    if todo and total > len(todo):
         console.print(f"probe: resuming, {total - len(todo)} of {total} questions already answered")
     with JsonlAppender(log) as out, progress_bar("probe", total, total - len(todo), console, progress,
                                                  unit="questions") as bar:
