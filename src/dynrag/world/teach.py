@@ -49,11 +49,11 @@ class TeachOptions(TrainOptions):
     params: Literal["all", "no_embeddings", "mlp"] = Field(
         "mlp", description="what a full fine-tune trains (LoRA: all -> every linear layer, else the MLPs')")
     statements: int = Field(4, ge=0, description="paraphrased write-ups of each taught entity per epoch")
-    reading_share: float = Field(0.5, ge=0, description="reading examples per closed-book training question")
+    reading_share: float = Field(0.25, ge=0, description="reading examples per closed-book training question")
     replay_share: float = Field(1.0, ge=0, description="closed-book questions on real facts the base model knows, "
                                 "per training question (none when the world was made without --model)")
     pack_tokens: int = Field(256, ge=16, description="examples are packed into rows of at most this many tokens")
-    epochs: int = Field(30, ge=1)
+    epochs: int = Field(12, ge=1)
     batch_size: int = Field(1, ge=1, description="packed rows per step")
     schedule: Literal["constant", "cosine"] = "constant"
     warmup_ratio: float = Field(0.05, ge=0, lt=1)
