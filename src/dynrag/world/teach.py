@@ -38,7 +38,8 @@ from dynrag.lm.device import autocast
 from dynrag.lm.loader import resolve_model
 from dynrag.world.entities import Fact, World, WorldOptions, generate
 from dynrag.world.bank import BY_ID, RealFact
-from dynrag.world.make import knowledge_path, read_knowledge, read_manifest
+from dynrag.world.make import base_verdicts, read_manifest
+from dynrag.world.teach_probe import reprobe_and_relabel
 from dynrag.world.teach_text import TextExample, choose, epoch_examples
 
 MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
@@ -102,12 +103,6 @@ def pack(pieces: Sequence[tuple[list[int], list[int]]], width: int, tag: str) ->
     return rows
 
 
-def base_verdicts(world_dir: Path, manifest: dict[str, Any]) -> dict[str, str]:
-    """The probed model's verdicts on the world's real facts ({} for a world made without --model)."""
-    path = knowledge_path(world_dir, manifest["model"]) if manifest.get("model") else None
-    return read_knowledge(path).status if path is not None and path.exists() else {}
-
-
 def build_rows(tokenizer: Any, world: World, taught: Sequence[Fact], train: Sequence[dict[str, Any]],
                options: TeachOptions, known: Sequence[RealFact] = ()) -> tuple[list[TrainExample], list[list[int]]]:
     """(packed rows of every epoch, the row indices of each step); ``known``: real facts to replay."""
@@ -150,8 +145,6 @@ def row_loss(model: Any, rows: Sequence[TrainExample], pad: int) -> tuple[Any, d
 
 def run_teach(req: TeachRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
     """Train (or resume, or skip when OUT is complete), then re-probe and relabel the world."""
-    from dynrag.world.teach_probe import reprobe_and_relabel
-
     console = console or Console(stderr=True)
     options, out = req.options, Path(req.out)
     world, manifest, train = load_world(req.world)  # a bad world fails before the model loads

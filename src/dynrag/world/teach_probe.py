@@ -27,10 +27,9 @@ from dynrag.world.bank import BY_ID, RealFact
 from dynrag.world.build import jsonl_bytes
 from dynrag.world.entities import Fact, World
 from dynrag.world.knowledge import VERDICTS, needs_retrieval
-from dynrag.world.make import MANIFEST, knowledge_path, model_tag, sha256
+from dynrag.world.make import MANIFEST, base_verdicts, knowledge_path, model_tag, sha256
 from dynrag.world.probe import is_correct, knowledge_record, run_probe, short_answer
 from dynrag.world.questions import hop_question
-from dynrag.world.teach import base_verdicts
 from dynrag.world.teach_text import probe_questions
 
 HELD_OUT = 3  # phrasing index of the world's own question in the probe log
