@@ -23,7 +23,7 @@ FORMAT_VERSION = 1
 DISTRACTOR_PARAGRAPHS = 4  # other passages beside the supporting ones in each record
 
 
-def _jsonl(records: list[Any]) -> bytes:
+def jsonl_bytes(records: list[Any]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records).encode("utf-8")
 
 
@@ -65,15 +65,15 @@ def build_files(options: WorldOptions, knowledge: Knowledge) -> dict[str, bytes]
         qid = f"w{options.seed}-{q.split}-{n:04d}"
         splits[q.split].append(question_record(world, q, qid, knowledge, passages, support))
     files = {
-        "corpus.jsonl": _jsonl([{"id": p.id, "title": p.title, "text": p.text} for p in passages]),
-        "entities.jsonl": _jsonl([asdict(e) for e in world.entities]),
-        "facts.jsonl": _jsonl([{**asdict(f), "aliases": list(f.aliases), "known": knowledge.known(f),
+        "corpus.jsonl": jsonl_bytes([{"id": p.id, "title": p.title, "text": p.text} for p in passages]),
+        "entities.jsonl": jsonl_bytes([asdict(e) for e in world.entities]),
+        "facts.jsonl": jsonl_bytes([{**asdict(f), "aliases": list(f.aliases), "known": knowledge.known(f),
                                 "passage": passages[support[f.id]].id} for f in world.facts]),
     }
     for name, records in splits.items():
         # Mixed kinds and hop counts in file order, so `--limit N` takes a bit of everything.
         random.Random(f"dynrag-world-order:{options.seed}:{name}").shuffle(records)
-        files[f"{name}.jsonl"] = _jsonl(records)
+        files[f"{name}.jsonl"] = jsonl_bytes(records)
     return files
 
 

@@ -1,4 +1,4 @@
-"""The `world` commands (make, check); dynrag.cli registers them through ``register``."""
+"""The `world` commands (make, check, teach); dynrag.cli registers them through ``register``."""
 
 from __future__ import annotations
 
@@ -74,6 +74,50 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             lm = load_lm(model, progress=progress)
             report = run_check(lm, model, world_dir, Console(stderr=True), progress, max_new_tokens)
             Console().print(table(report))
+
+    @world.command("teach")
+    def teach_command(
+        world_dir: Path = typer.Option(..., "--world", metavar="DIR", help="A world made with `dynrag world make`."),
+        out: Path = typer.Option(..., "--out", metavar="DIR", help="Output HF directory (--model hf:DIR), resumed when interrupted; "
+                                 "OUT/world is the world relabelled for it."),
+        model: str = typer.Option("bundled", "--model", metavar="SPEC", help=f"Model to train ({MODEL_HELP})."),
+        entities: Optional[int] = typer.Option(None, "--entities", metavar="N", help="Teach every fact of N train-split entities (default 1)."),
+        facts: Optional[int] = typer.Option(None, "--facts", metavar="N", help="Teach N facts of train-split entities instead."),
+        method: Optional[str] = typer.Option(None, "--method", help="lora (default) | full | auto"),
+        params: Optional[str] = typer.Option(None, "--params", help="mlp (default) | no_embeddings | all: what is trained (LoRA: the MLPs' or every linear layer)."),
+        lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 3e-4 full, 1e-3 LoRA)."),
+        epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes, each with fresh paraphrases (default 12)."),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps."),
+        batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Packed rows per step (default 1)."),
+        save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 50)."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        option: list[str] = typer.Option([], "--option", help="Other option KEY=VALUE (statements, reading_share, replay_share, pack_tokens, "
+                                         "schedule, warmup_ratio, seed, lora_rank, lora_alpha, ...)."),
+        max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per probe answer."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+    ) -> None:
+        """Train chosen fictional facts into the model, re-probe it and relabel the world for it."""
+        with user_errors():
+            from dynrag.errors import ConfigError
+            from dynrag.registry import parse_model, parse_pairs
+            from dynrag.world.make import read_manifest
+            from dynrag.world.teach import TeachOptions, TeachRequest, run_teach
+
+            if entities is not None and facts is not None:
+                raise ConfigError("--entities and --facts: give one of them")
+            for flag, n in (("--entities", entities), ("--facts", facts)):
+                if n is not None and n < 1:
+                    raise ConfigError(f"{flag} {n}: must be at least 1")
+            read_manifest(world_dir)
+            flags = dict(method=method or "lora", params=params, lr=lr, epochs=epochs, max_steps=max_steps,
+                         batch_size=batch_size, save_every=save_every, threads=threads)
+            values = {k: v for k, v in flags.items() if v is not None} | parse_pairs(option)
+            options = parse_model(TeachOptions, values, "world teach")
+            report = run_teach(TeachRequest(world_dir, out, model, entities, facts, options, max_new_tokens),
+                               console=Console(stderr=True), progress=progress)
+            sys.stdout.write(json.dumps({"out": str(out), "world": str(out / "world"), "model": f"hf:{out}",
+                                         "steps": report.get("steps"), "seconds_per_step": report.get("seconds_per_step"),
+                                         **report["probe"]}, indent=2) + "\n")
 
     app.add_typer(world, name="world")
 

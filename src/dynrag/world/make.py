@@ -37,6 +37,12 @@ def read_knowledge(path: Path) -> Knowledge:
     return Knowledge(str(data.get("model")), {k: v["verdict"] for k, v in data["facts"].items()})
 
 
+def base_verdicts(world: Path, manifest: dict[str, Any]) -> dict[str, str]:
+    """The verdicts of the model a world was probed with ({} for a world made without --model)."""
+    path = knowledge_path(world, manifest["model"]) if manifest.get("model") else None
+    return read_knowledge(path).status if path is not None and path.exists() else {}
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

@@ -9,7 +9,7 @@ it stopped; the verdicts (``knowledge.verdict``) go to ``knowledge-<model>.json`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rich.console import Console
 
@@ -63,12 +63,14 @@ def _valid(record: Any) -> str | None:
 
 
 def run_probe(lm: Any, facts: Sequence[RealFact], log: Path, console: Console, progress: bool = True,
-              max_new_tokens: int = MAX_NEW_TOKENS) -> dict[tuple[str, int], dict[str, Any]]:
-    """Ask every phrasing of ``facts`` not yet in ``log``; return all answers by (fact id, phrasing)."""
+              max_new_tokens: int = MAX_NEW_TOKENS,
+              phrase: Callable[[RealFact], Sequence[str]] = phrasings) -> dict[tuple[str, int], dict[str, Any]]:
+    """Ask every phrasing of ``facts`` not yet in ``log`` (``phrase``: a fact's three questions,
+    the bank's by default); return all answers by (fact id, phrasing)."""
     done = {(r["fact"], r["phrasing"]): r for r in read_jsonl(log, repair=True, validate=_valid)}
-    todo = [(f, i, q) for f in facts for i, q in enumerate(phrasings(f)) if (f.id, i) not in done]
-    total = len(todo) + sum(1 for f in facts for i in range(3) if (f.id, i) in done)
-    if todo and done:
+    todo = [(f, i, q) for f in facts for i, q in enumerate(phrase(f)) if (f.id, i) not in done]
+    total = sum(len(phrase(f)) for f in facts)
+    if todo and total > len(todo):
         console.print(f"probe: resuming, {total - len(todo)} of {total} questions already answered")
     with JsonlAppender(log) as out, progress_bar("probe", total, total - len(todo), console, progress,
                                                  unit="questions") as bar:
