@@ -70,13 +70,23 @@ class Figure3Request:
 
 def reader_spec(value: str) -> str:
     """A --reader value: a model spec (hf:..., bundled...) or a directory written by `dynrag train reader`."""
-    if value.startswith(("hf:", "bundled", "http:", "https:")):
+    if is_model_spec(value):
         return value
     path = Path(value)
     if not path.is_dir():
         raise ConfigError(f"--reader {value!r}: no such directory (give a `dynrag train reader --out` directory "
                           "or a model spec such as hf:DIR)")
     return f"hf:{path}"
+
+
+def is_model_spec(text: str) -> bool:
+    from dynrag.lm.spec import ModelSpec
+
+    try:
+        ModelSpec.parse(text)
+    except ConfigError:
+        return False
+    return True
 
 
 def parse_readers(pairs: dict[str, str]) -> dict[str, str]:
@@ -212,7 +222,7 @@ def _resolved(spec: str) -> str:
     try:
         return resolve_model(spec)
     except ConfigError:
-        if spec.startswith(("hf:", "bundled")):
+        if is_model_spec(spec):
             raise
         return spec
 
