@@ -115,3 +115,24 @@ def test_reference_scores_are_computed_once(tmp_path):
     assert n >= 3
     again = _reference_scores(model, pairs, tokenized, tmp_path, Console(stderr=True), False)
     assert again == first and len(calls) == n and len(read_jsonl(tmp_path / "reference.jsonl")) == 3
+
+
+def test_a_copied_search_trains_again_without_searching_or_scoring_again(tmp_path, tiny_model_dir):
+    """docs/deeprag.md: another schedule on the same pairs by copying OUT/synth and OUT/reference.jsonl."""
+    import shutil
+
+    synth, search = knowing_search(tmp_path, tiny_model_dir, 4)
+    first, second = tmp_path / "cosine", tmp_path / "constant"
+    run_calibration(CalibrationRequest(synth, first, heldout=0.0, options=TrainOptions(max_steps=1, threads=1)),
+                    progress=False, search_models=search)
+    second.mkdir()
+    shutil.copytree(first / "synth", second / "synth")
+    shutil.copy(first / "reference.jsonl", second / "reference.jsonl")
+    reference = (second / "reference.jsonl").read_text()
+    nothing = Models(None, None, search.retriever)  # any generation would fail on a missing model
+    report = run_calibration(
+        CalibrationRequest(synth, second, heldout=0.0, options=TrainOptions(schedule="constant", max_steps=1, threads=1)),
+        progress=False, search_models=nothing)
+    assert (second / "pairs.jsonl").read_text() == (first / "pairs.jsonl").read_text()
+    assert (second / "reference.jsonl").read_text() == reference  # no pair scored again
+    assert report["lr_schedule"]["schedule"] == "constant" and report["synth"]["questions"] == 4
