@@ -141,18 +141,10 @@ def teacher_kind(spec: str | None) -> str:
     return spec if spec in TEACHERS else "model"
 
 
-def is_model_spec(text: str) -> bool:
-    from dynrag.lm.spec import ModelSpec
-
-    try:
-        ModelSpec.parse(text)
-    except ConfigError:
-        return False
-    return True
-
-
 def check_teacher(spec: str | None, dataset: str) -> str:
     """The teacher's resolved name; errors before anything is loaded."""
+    from dynrag.lm.spec import is_model_spec
+
     spec = (spec or "target").strip()
     if not spec:
         raise ConfigError(f"--teacher is empty; choose one of: {TEACHERS.choices(', ')}, or a model spec")

@@ -70,6 +70,8 @@ class Figure3Request:
 
 def reader_spec(value: str) -> str:
     """A --reader value: a model spec (hf:..., bundled...) or a directory written by `dynrag train reader`."""
+    from dynrag.lm.spec import is_model_spec
+
     if is_model_spec(value):
         return value
     path = Path(value)
@@ -77,16 +79,6 @@ def reader_spec(value: str) -> str:
         raise ConfigError(f"--reader {value!r}: no such directory (give a `dynrag train reader --out` directory "
                           "or a model spec such as hf:DIR)")
     return f"hf:{path}"
-
-
-def is_model_spec(text: str) -> bool:
-    from dynrag.lm.spec import ModelSpec
-
-    try:
-        ModelSpec.parse(text)
-    except ConfigError:
-        return False
-    return True
 
 
 def parse_readers(pairs: dict[str, str]) -> dict[str, str]:
@@ -218,6 +210,7 @@ def figure3(req: Figure3Request, *, console: Console | None = None, progress: bo
 def _resolved(spec: str) -> str:
     """The model's resolved spec (a run directory's name); a test double's own name as it is."""
     from dynrag.lm.loader import resolve_model
+    from dynrag.lm.spec import is_model_spec
 
     try:
         return resolve_model(spec)

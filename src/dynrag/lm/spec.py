@@ -148,3 +148,13 @@ class ModelSpec:
 
     def __str__(self) -> str:
         return self.base + (f"?{self.query}" if self.query else "")
+
+
+def is_model_spec(text: str) -> bool:
+    """Whether `text` parses as a model spec (a name that is not one is, e.g., a directory or a
+    teacher's keyword)."""
+    try:
+        ModelSpec.parse(text)
+    except ConfigError:
+        return False
+    return True
