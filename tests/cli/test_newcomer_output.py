@@ -41,13 +41,13 @@ def test_hits_show_their_source_path_and_chunk_number():
     trace.retrievals.append(Retrieval("mill", [
         Hit("towns/harbour.md#0", heading, "The mill stands by the harbour.", 2.0),
         Hit("towns/harbour.md#3", heading, "It was rebuilt after the flood.", 1.5),
-        Hit("a/very/long/path/that/goes/on/and/on/to/the/file/notes.md#12", heading, "More.", 1.0),
+        Hit("a/very/long/path/that/goes/on/and/on/to/the/file/chapter.md#12", heading, "More.", 1.0),
     ]))
     out = io.StringIO()
     render_answer(Console(file=out, width=200, color_system=None), Answer("So the answer is x.", "x", trace))
     shown = out.getvalue()
     assert "towns/harbour.md#0" in shown and "towns/harbour.md#3" in shown
-    assert "…" in shown and "file/notes.md#12" in shown  # a long path keeps its end
+    assert "…" in shown and "file/chapter.md#12" in shown  # a long path keeps its end
 
 
 @pytest.mark.slow
