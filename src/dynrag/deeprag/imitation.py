@@ -146,6 +146,25 @@ def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records
     return report
 
 
+def train_masked(model: Any, tokenizer: Any, examples: list[TrainExample], options: TrainOptions, device: Any, *,
+                 model_spec: str, out: Path, identity: dict[str, Any], headline: str, description: str,
+                 console: Console, progress: bool) -> tuple[list[dict[str, Any]], float, int]:
+    """The supervised run `train imitation` and `train reader` share: batches planned, LoRA or the
+    full model made trainable, the masked LM loss through the shared loop. ``identity`` adds to
+    what a resumed run must match (data, base model, options). Returns (log records, lr, steps)."""
+    batches = planned_batches(examples, options)
+    params = attach_method(model, options)
+    lr = options.lr or DEFAULT_LR[options.method]
+    step = masked_lm_step(model, tokenizer, examples, device)
+    identity = {"data": examples_fingerprint(examples), "model": resolve_model(model_spec),
+                "options": identity_options(options), **identity}
+    console.print(f"{headline}, {len(batches)} steps, {options.method} fine-tune, "
+                  f"{describe_schedule(options, lr, len(batches))}")
+    records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
+                         identity=identity, console=console, progress=progress, description=description)
+    return records, lr, len(batches)
+
+
 def run_imitation(req: ImitationRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
     console = console or Console(stderr=True)
     options, out = req.options, Path(req.out)
@@ -159,16 +178,11 @@ def run_imitation(req: ImitationRequest, *, console: Console | None = None, prog
             raise DataError(str(files[0]), f"every trajectory is longer than --max-tokens {options.max_tokens}")
         if dropped:
             console.print(f"[yellow]left out {dropped} trajectories longer than {options.max_tokens} tokens[/yellow]")
-        batches = planned_batches(examples, options)
-        params = attach_method(model, options)
-        lr = options.lr or DEFAULT_LR[options.method]
-        step = masked_lm_step(model, tokenizer, examples, device)
-
-        identity = {"data": examples_fingerprint(examples), "model": resolve_model(req.model), "options": identity_options(options)}
-        console.print(f"imitation: {len(examples)} trajectories, {len(batches)} steps, {options.method} fine-tune, "
-                      f"{describe_schedule(options, lr, len(batches))}")
-        records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
-                             identity=identity, console=console, progress=progress, description="imitation")
+        records, lr, steps = train_masked(
+            model, tokenizer, examples, options, device, model_spec=req.model, out=out, identity={},
+            headline=f"imitation: {len(examples)} trajectories", description="imitation", console=console,
+            progress=progress,
+        )
         meta = {
             "stage": "imitation",
             "base_model": resolve_model(req.model),
@@ -178,7 +192,7 @@ def run_imitation(req: ImitationRequest, *, console: Console | None = None, prog
             "examples": len(examples),
             "left_out_long": dropped,
             "lr": lr,
-            "lr_schedule": schedule_meta(options, lr, len(batches)),
+            "lr_schedule": schedule_meta(options, lr, steps),
         }
         return finish(model, tokenizer, out, options, records, meta)
 

@@ -22,24 +22,9 @@ from typing import Any
 
 from rich.console import Console
 
-from dynrag.deeprag.examples import examples_fingerprint
-from dynrag.deeprag.imitation import (
-    DEFAULT_LR,
-    already_trained,
-    attach_method,
-    finish,
-    masked_lm_step,
-    planned_batches,
-    training_model,
-)
+from dynrag.deeprag.imitation import already_trained, finish, train_masked, training_model
 from dynrag.deeprag.reader_examples import build_reader_examples, check_context
-from dynrag.deeprag.trainer import (
-    TrainOptions,
-    describe_schedule,
-    identity_options,
-    schedule_meta,
-    train_loop,
-)
+from dynrag.deeprag.trainer import TrainOptions, schedule_meta
 from dynrag.errors import DataError
 from dynrag.eval.examples import QAExample
 from dynrag.eval.loaders import load_examples
@@ -87,17 +72,11 @@ def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: 
                            (built.too_long, f"longer than {options.max_tokens} tokens")):
             if count:
                 console.print(f"[yellow]left out {count} questions {why}[/yellow]")
-        batches = planned_batches(examples, options)
-        params = attach_method(model, options)
-        lr = options.lr or DEFAULT_LR[options.method]
-        step = masked_lm_step(model, tokenizer, examples, device)
-
-        identity = {"data": examples_fingerprint(examples), "model": resolve_model(req.model),
-                    "options": identity_options(options), "context": req.context}
-        console.print(f"reader ({req.context}): {len(examples)} questions, {len(batches)} steps, {options.method} "
-                      f"fine-tune, {describe_schedule(options, lr, len(batches))}")
-        records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
-                             identity=identity, console=console, progress=progress, description=f"reader {req.context}")
+        records, lr, steps = train_masked(
+            model, tokenizer, examples, options, device, model_spec=req.model, out=out,
+            identity={"context": req.context}, headline=f"reader ({req.context}): {len(examples)} questions",
+            description=f"reader {req.context}", console=console, progress=progress,
+        )
         files = list(req.data)
         meta = {
             "stage": "reader",
@@ -111,7 +90,7 @@ def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: 
             "left_out_no_gold": built.no_gold,
             "left_out_long": built.too_long,
             "lr": lr,
-            "lr_schedule": schedule_meta(options, lr, len(batches)),
+            "lr_schedule": schedule_meta(options, lr, steps),
         }
         prompt = {"builder": "single", "exemplars": req.exemplars, "shots": len(builder.exemplars)}
         return finish(model, tokenizer, out, options, records, meta, prompt)
