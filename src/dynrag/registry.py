@@ -47,7 +47,9 @@ class Entry(Generic[T]):
 def validation_message(exc: ValidationError, where: str) -> str:
     """One line from a pydantic error: the key path, what is wrong, the value given."""
     err = exc.errors()[0]
-    key = ".".join(str(p) for p in err["loc"]) or "(value)"
+    key = ".".join(str(p) for p in err["loc"])
+    if not key:  # a check across several options: its message names them
+        return f"{where}: {err['msg'].removeprefix('Value error, ')}"
     given = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
     return f"{where}: option {key!r}: {err['msg']}{given}"
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from dynrag.eval.loaders import load_examples
 from dynrag.world.articles import fact_sentence, write_articles
 from dynrag.world.build import build_files
-from dynrag.world.entities import Fact, generate
+from dynrag.errors import DataError
+from dynrag.world.entities import Fact, WorldOptions, generate
 from dynrag.world.knowledge import Knowledge, needs_retrieval, verdict
 from dynrag.world.make import make_world, read_manifest, sha256
 from dynrag.world.questions import phrase_chain
@@ -123,3 +126,24 @@ def test_verdicts_and_needs_retrieval():
     assert needs_retrieval([True, False]) is True
     assert needs_retrieval([True, True]) is False
     assert needs_retrieval([True, None]) is None
+
+
+def test_the_split_shares_move_first_entities_between_splits_and_must_leave_test_a_share():
+    def sizes(options):
+        files = build_files(options, Knowledge())
+        return {s: len(records(files, s)) for s in ("train", "dev", "test")}
+
+    wide = TINY.model_copy(update={"people": 10, "companies": 4, "towns": 4})
+    default, more_test = sizes(wide), sizes(wide.model_copy(update={"train_share": 0.3, "dev_share": 0.1}))
+    assert sum(default.values()) == sum(more_test.values())  # the same questions, split differently
+    assert more_test["test"] > default["test"] and more_test["train"] < default["train"]
+    with pytest.raises(ValueError, match="must leave a share for test"):
+        WorldOptions(train_share=0.8, dev_share=0.2)
+
+
+def test_a_world_of_the_first_format_is_refused_with_how_to_remake_it(tmp_path: Path):
+    make_world(TINY, tmp_path, Knowledge())
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "format_version": 1}))
+    with pytest.raises(DataError, match="format version 2"):
+        read_manifest(tmp_path)

@@ -19,7 +19,7 @@ from dynrag.world.entities import World, WorldOptions, generate
 from dynrag.world.knowledge import Knowledge, needs_retrieval
 from dynrag.world.questions import SPLITS, Question, make_questions
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the split shares are options (a version-1 world was split 0.6 / 0.2 / 0.2)
 DISTRACTOR_PARAGRAPHS = 4  # other passages beside the supporting ones in each record
 
 
@@ -60,7 +60,7 @@ def build_files(options: WorldOptions, knowledge: Knowledge) -> dict[str, bytes]
     world = generate(options)
     passages, support = write_articles(world)
     questions = make_questions(world, knowledge)
-    splits: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in SPLITS}
+    splits: dict[str, list[dict[str, Any]]] = {name: [] for name in SPLITS}
     for n, q in enumerate(questions, 1):
         qid = f"w{options.seed}-{q.split}-{n:04d}"
         splits[q.split].append(question_record(world, q, qid, knowledge, passages, support))

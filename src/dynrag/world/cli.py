@@ -37,6 +37,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         real_facts: int = typer.Option(_default("real_facts"), "--real-facts", metavar="N", help="Bank facts beyond those of the towns' countries."),
         questions: int = typer.Option(_default("questions"), "--questions", metavar="N", help="Most questions per hop count (1-hop, fictional and real each: twice that)."),
         comparisons: int = typer.Option(_default("comparisons"), "--comparisons", metavar="N", help="Most comparison questions."),
+        train_share: float = typer.Option(_default("train_share"), "--train-share", metavar="X", help="Share of first entities whose questions go to train."),
+        dev_share: float = typer.Option(_default("dev_share"), "--dev-share", metavar="X", help="Share for dev; test takes the rest."),
         max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per probe answer."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the probe's progress."),
     ) -> None:
@@ -48,7 +50,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             options = parse_model(WorldOptions, dict(
                 seed=seed, people=people, companies=companies, schools=schools, towns=towns,
                 distractor_share=distractor_share, real_facts=real_facts, questions=questions,
-                comparisons=comparisons), "world make")
+                comparisons=comparisons, train_share=train_share, dev_share=dev_share), "world make")
             manifest = _make(options, out, model, max_new_tokens, progress)
             sys.stdout.write(json.dumps({"out": str(out), "model": manifest["model"], "counts": manifest["counts"]},
                                         indent=2) + "\n")

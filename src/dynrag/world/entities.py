@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from functools import cached_property
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from dynrag.registry import Options
 from dynrag.world.bank import BANK, COUNTRIES, RealFact, real_subjects
@@ -30,14 +30,24 @@ class WorldOptions(Options):
     """What ``dynrag world make`` builds; the seed and these sizes fix every byte of the world."""
 
     seed: int = 1
-    people: int = Field(30, ge=2)
-    companies: int = Field(10, ge=2)
-    schools: int = Field(6, ge=1)
-    towns: int = Field(10, ge=1)
+    people: int = Field(90, ge=2)
+    companies: int = Field(30, ge=2)
+    schools: int = Field(15, ge=1)
+    towns: int = Field(30, ge=1)
     distractor_share: float = Field(0.5, ge=0.0, le=2.0)  # distractor cluster size / main cluster size
-    real_facts: int = Field(40, ge=0)  # bank facts beyond those of the towns' countries
-    questions: int = Field(60, ge=1)  # most questions per hop count (1, 2, 3)
-    comparisons: int = Field(20, ge=0)
+    real_facts: int = Field(200, ge=0)  # bank facts beyond those of the towns' countries
+    questions: int = Field(200, ge=1)  # most questions per hop count (1, 2, 3)
+    comparisons: int = Field(60, ge=0)
+    # Questions are split by their first entity; test takes what train and dev leave. A third of the
+    # questions or more in test gives the claims several hundred questions at the default sizes.
+    train_share: float = Field(0.5, gt=0.0, lt=1.0)
+    dev_share: float = Field(0.15, ge=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _test_keeps_a_share(self) -> "WorldOptions":
+        if self.train_share + self.dev_share >= 1.0:
+            raise ValueError(f"train_share + dev_share must leave a share for test (got {self.train_share} + {self.dev_share})")
+        return self
 
 
 @dataclass(frozen=True)

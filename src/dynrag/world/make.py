@@ -75,5 +75,7 @@ def read_manifest(world: Path) -> dict[str, Any]:
         raise DataError(str(path), "no world here (run `dynrag world make --out DIR` first)")
     data = read_json(path, "world manifest")
     if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
-        raise DataError(str(path), f"not a world manifest of format version {FORMAT_VERSION}")
+        found = data.get("format_version") if isinstance(data, dict) else None
+        raise DataError(str(path), f"not a world manifest of format version {FORMAT_VERSION} (found {found!r}); "
+                        "make the world again with `dynrag world make` (same seed and sizes)")
     return data

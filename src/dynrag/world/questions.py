@@ -33,7 +33,7 @@ FICTIONAL: dict[str, tuple[str, str | None]] = {
 }
 COMPARISONS = {"company": ("founded", "Which was founded first, {a} or {b}?"),
                "person": ("birth_year", "Who was born first, {a} or {b}?")}
-SPLITS = (("train", 0.6), ("dev", 0.2), ("test", 0.2))
+SPLITS = ("train", "dev", "test")
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,8 @@ def assign_splits(world: World) -> dict[str, str]:
     for real, kind in kinds:
         ids = [e.id for e in world.entities if e.kind == kind and e.real == real and not e.distractor]
         rng.shuffle(ids)
-        cut_train = round(len(ids) * SPLITS[0][1])
-        cut_dev = cut_train + max(1, round(len(ids) * SPLITS[1][1])) if len(ids) >= 3 else cut_train
+        cut_train = round(len(ids) * world.options.train_share)
+        cut_dev = cut_train + max(1, round(len(ids) * world.options.dev_share)) if len(ids) >= 3 else cut_train
         for i, entity_id in enumerate(ids):
             out[entity_id] = "train" if i < cut_train else "dev" if i < cut_dev else "test"
     return out
