@@ -147,3 +147,13 @@ def test_a_world_of_the_first_format_is_refused_with_how_to_remake_it(tmp_path: 
     (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "format_version": 1}))
     with pytest.raises(DataError, match="format version 2"):
         read_manifest(tmp_path)
+
+
+def test_making_a_world_again_leaves_unchanged_files_untouched_and_rewrites_changed_ones(tmp_path: Path):
+    make_world(TINY, tmp_path, Knowledge())
+    corpus, test = tmp_path / "corpus.jsonl", tmp_path / "test.jsonl"
+    stamp = corpus.stat().st_mtime_ns
+    test.write_text("edited by hand\n")
+    make_world(TINY, tmp_path, Knowledge())
+    assert corpus.stat().st_mtime_ns == stamp  # an index built from it stays fresh
+    assert test.read_bytes() == build_files(TINY, Knowledge())["test.jsonl"]

@@ -52,7 +52,10 @@ def make_world(options: WorldOptions, out: Path, knowledge: Knowledge) -> dict[s
     out = Path(out)
     files = build_files(options, knowledge)
     for name, data in files.items():
-        atomic_write_bytes(out / name, data)
+        path = out / name
+        # Same bytes are left untouched, so an index built from corpus.jsonl does not read as stale.
+        if not (path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data):
+            atomic_write_bytes(path, data)
     digests = {name: sha256(data) for name, data in sorted(files.items())}
     kpath = knowledge_path(out, knowledge.model) if knowledge.model is not None else None
     if kpath is not None and kpath.exists():  # the probe's verdicts the questions were chained by
