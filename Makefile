@@ -50,7 +50,7 @@ test: $(VENV)/.installed $(VENV)/.llama-cpp browser
 	$(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -q -m "not slow"
+	DYNRAG_TEST_CPU_FAIL_AT=3 $(PY) -m pytest -q -m "not slow"
 
 # What one forward pass of the bundled model costs by the number of new tokens it feeds after a
 # 900-token cached prompt (the figure behind prompt-lookup's smallest draft): no data needed,
