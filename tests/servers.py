@@ -9,11 +9,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable
 
 import httpx
+
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,9 +41,11 @@ def free_port() -> int:
 class ServerProcess:
     """`with ServerProcess(argv, ready_url) as proc:` runs argv until the block ends."""
 
-    def __init__(self, argv: list[str], ready_url: str, log: Path, env: dict | None = None, wait: float = 600.0):
-        self.argv, self.ready_url, self.log, self.wait = argv, ready_url, log, wait
+    def __init__(self, argv: list[str], ready_url: str, log: Path, env: dict | None = None,
+                 missing: str | None = None):
+        self.argv, self.ready_url, self.log = argv, ready_url, log
         self.env = {**os.environ, **(env or {})}
+        self.missing = missing  # what to say when the program is not there: what installs it
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "ServerProcess":
@@ -49,18 +53,34 @@ class ServerProcess:
         self._log = open(self.log, "wb")
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
                                      cwd=REPO, preexec_fn=_own_session_dying_with_parent)
-        deadline = time.monotonic() + self.wait
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.argv[:4]} exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                if httpx.get(self.ready_url, timeout=2).status_code < 500:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.__exit__()
-        raise RuntimeError(f"{self.argv[:4]} not ready at {self.ready_url} after {self.wait} s:\n{self.tail()}")
+        try:
+            wait_for(self._ready_or_exited, f"{self.argv[:4]} to answer at {self.ready_url}", poll_s=0.25,
+                     last=lambda: self.tail(1000))
+        except AssertionError:
+            self.__exit__()
+            raise
+        if self.proc.poll() is not None:
+            raise RuntimeError(self.why_it_exited())
+        return self
+
+    def _ready_or_exited(self) -> bool:
+        if self.proc.poll() is not None:
+            return True
+        try:
+            return httpx.get(self.ready_url, timeout=10).status_code < 500
+        except httpx.HTTPError:
+            return False
+
+    def why_it_exited(self) -> str:
+        """One line first (what is missing, or the port that is taken, and what to do), then the log."""
+        log = self.tail()
+        if "address already in use" in log.lower() or "errno 98" in log.lower():
+            head = f"{self.argv[:4]} could not bind {self.ready_url}: the port is taken by another process; run the test again"
+        elif self.missing and ("No module named" in log or "command not found" in log or "No such file" in log):
+            head = f"{self.argv[:4]} cannot start: {self.missing}"
+        else:
+            head = f"{self.argv[:4]} exited with {self.proc.returncode} before it answered at {self.ready_url}"
+        return f"{head}\n{log}"
 
     def tail(self, chars: int = 4000) -> str:
         self._log.flush()
@@ -91,12 +111,15 @@ def artifacts_dir() -> Path:
 
 
 @contextmanager
-def serving_in_process(port: int, settings: dict, flags: dict):
+def serving_in_process(port: int, settings: dict, flags: dict, config: Path | None = None,
+                       prepare: Callable[[Any], None] | None = None):
     """`dynrag serve` without a process of its own: the app the command builds
-    (``dynrag.serve.cli.build_app`` over the same settings and run flags) on uvicorn in a thread,
-    on a real loopback port, until the block ends. For fast tests: no interpreter to start, no
-    torch to import again. ``settings`` holds ServeSettings fields, ``flags`` the run flags
-    (model, index, retriever, exemplars)."""
+    (``dynrag.serve.cli.build_app`` over the same settings, run flags and ``--config`` file) on
+    uvicorn in a thread, on a real loopback port, until the block ends. For fast tests: no
+    interpreter to start, no torch to import again. ``settings`` holds ServeSettings fields,
+    ``flags`` the run flags (model, index, retriever, exemplars). ``prepare(app)`` runs before the
+    first request: a test swaps in a part whose pace it controls there (``app.state.engine``; the
+    FastAPI app is the innermost of the guard's wrappers)."""
     import threading
 
     import uvicorn
@@ -108,18 +131,24 @@ def serving_in_process(port: int, settings: dict, flags: dict):
     from dynrag.serve.limits import ServeSettings
 
     serve_settings = parse_model(ServeSettings, {**settings, "port": port}, "dynrag serve")
-    run = load_run_config(None, flags)
+    run = load_run_config(config, flags)
     app = build_app(serve_settings, run, Console(stderr=True))
+    if prepare is not None:
+        inner = app
+        while not hasattr(inner, "state"):  # the request guard wraps the FastAPI app
+            inner = inner.app
+        prepare(inner)
     server = uvicorn.Server(uvicorn.Config(app, host=serve_settings.host, port=port, log_level="warning",
                                            timeout_graceful_shutdown=5))
     thread = threading.Thread(target=server.run, name="dynrag-serve-in-process", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError(f"the in-process server on port {port} did not start")
-        time.sleep(0.01)
+    try:
+        wait_for(lambda: server.started or not thread.is_alive(), f"the in-process server on port {port} to start")
+    except AssertionError:
+        server.should_exit = True
+        raise
+    if not server.started:
+        raise RuntimeError(f"the in-process server on port {port} did not start (is the port taken?)")
     try:
         yield
     finally:

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from dynrag.io.files import read_json, atomic_file, atomic_write_json, atomic_wr
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.io.lock import DirectoryLock, LockedError
 from dynrag.io.scratch import remove_stale_builds
+from tests.waiting import HANG_GUARD_S, wait_for
 
 
 def test_atomic_write_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ import sys, time
 from dynrag.io.lock import DirectoryLock
 DirectoryLock(sys.argv[1]).acquire()
 print("locked", flush=True)
-time.sleep(60)
+time.sleep(86400)  # until the test kills it
 """
 
 
@@ -170,16 +170,14 @@ def test_lock_names_holder_and_is_freed_by_kill_9(tmp_path: Path) -> None:
         with pytest.raises(LockedError, match=rf"pid {proc.pid}\b"):
             DirectoryLock(run).acquire()
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while True:  # the kernel drops the flock as the process is reaped
+        proc.wait(timeout=HANG_GUARD_S)
+        def acquired():  # the kernel drops the flock as the process is reaped
             try:
-                lock = DirectoryLock(run).acquire()
-                break
+                return DirectoryLock(run).acquire()
             except LockedError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+                return None
+
+        lock = wait_for(acquired, "the killed holder's lock to be dropped")
         assert (run / ".lock").read_text().strip() == str(os.getpid())
         lock.release()
     finally:

@@ -6,9 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 from typing import Callable
+
+from tests import waiting
+from tests.waiting import HANG_GUARD_S
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,31 +22,25 @@ def dynrag_env() -> dict[str, str]:
     return env
 
 
-def run_dynrag(args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+def run_dynrag(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dynrag.cli", *args], env=dynrag_env(), capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=HANG_GUARD_S)
 
 
-def kill_when(args: list[str], ready: Callable[[], bool], timeout: float = 300) -> str:
+def kill_when(args: list[str], ready: Callable[[], bool], what: str = "the state the test waits for") -> str:
     """Start `dynrag ARGS`, SIGKILL it as soon as `ready()`; returns its stderr so far.
 
-    Fails if the command ends on its own first: the test must interrupt real work.
+    Fails if the command ends on its own first: the test must interrupt real work. Its stderr goes
+    to a file, so a chatty command never blocks on a full pipe before it gets there.
     """
-    proc = subprocess.Popen([sys.executable, "-m", "dynrag.cli", *args], env=dynrag_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"finished before it could be killed (rc {proc.returncode}): {proc.stderr.read()[-2000:]}")
-            if ready():
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(30)
-                assert proc.returncode == -signal.SIGKILL
-                return proc.stderr.read()
-            time.sleep(0.02)
-        raise AssertionError("the condition never held")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "dynrag.cli", *args], env=dynrag_env(),
+                                stdout=subprocess.DEVNULL, stderr=err, text=True)
+        try:
+            waiting.kill_when(proc, ready, what)
+        except AssertionError as exc:
+            err.seek(0)
+            raise AssertionError(f"{exc}\n{err.read()[-2000:]}") from None
+        assert proc.returncode == -signal.SIGKILL
+        err.seek(0)
+        return err.read()

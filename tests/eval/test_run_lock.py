@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,18 +19,19 @@ from dynrag.io.jsonl import json_line
 from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.fakes import method_factory
+from tests.waiting import HANG_GUARD_S, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import sys
+import time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 from dynrag.errors import DynragError
 from dynrag.eval.runner import run_eval
 from tests.eval.fixtures import eval_plan
 from tests.fakes import method_factory
-import time
 
 GO = Path({go!r})  # after its first answer the run waits for this file, so a test can act mid-run
 make = method_factory({{}}, sleep={sleep})
@@ -71,15 +71,13 @@ def start(tmp_path, data, out, sleep=0.0, name="run_eval.py", go=True):
     )
 
 
-def wait_for_lines(proc, path, n, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().count("\n") >= n:
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"the run ended early: {proc.stderr.read()}")
-        time.sleep(0.02)
-    pytest.fail(f"fewer than {n} predictions within {timeout} s")
+def wait_for_lines(proc, path, n):
+    def written() -> bool:
+        return path.exists() and path.read_text().count("\n") >= n
+
+    wait_for(lambda: written() or proc.poll() is not None, f"{n} predictions in {path}")
+    if not written():
+        pytest.fail(f"the run ended early: {proc.stderr.read()}")
 
 
 def ids(out):
@@ -103,12 +101,12 @@ def test_second_eval_on_the_same_out_fails_at_once_naming_the_holder(tmp_path):
     data, out, first = started_run(tmp_path, 8)
     try:
         second = start(tmp_path, data, out, name="second.py", go=False)
-        _, err = second.communicate(timeout=120)
+        _, err = second.communicate(timeout=HANG_GUARD_S)
         assert second.returncode == 1, err
         assert f"pid {first.pid}" in err and str(out) in err, err
         assert first.poll() is None  # it failed while the first was still answering
         (tmp_path / "go").touch()
-        first_out, first_err = first.communicate(timeout=120)
+        first_out, first_err = first.communicate(timeout=HANG_GUARD_S)
     finally:
         first.kill() if first.poll() is None else None
     assert first.returncode == 0, first_err
@@ -120,7 +118,7 @@ def test_kill_9_frees_the_lock_and_the_next_run_resumes(tmp_path):
     data, out, proc = started_run(tmp_path, 6)
     try:
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.wait(timeout=HANG_GUARD_S)
     finally:
         proc.kill() if proc.poll() is None else None
     assert (out / ".lock").exists()  # the lock file stays; the OS dropped the lock itself

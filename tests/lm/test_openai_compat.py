@@ -21,6 +21,7 @@ from dynrag.lm import load_lm
 from dynrag.lm.openai_compat import OpenAICompatLM, parse_spec, topk_entropy
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.methods.registry import build_method
+from tests.waiting import HANG_GUARD_S
 
 
 def test_topk_entropy_against_hand_computed_values():
@@ -60,6 +61,7 @@ class Script:
         self.responses = list(responses)
         self.requests: list[dict] = []
         self.chunks_sent = 0
+        self.stream_ended = threading.Event()
         self.lock = threading.Lock()
 
     def next(self):
@@ -111,6 +113,7 @@ def server():
                     content(self, script)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+                script.stream_ended.set()
                 self.close_connection = True
                 return
             data = json.dumps(content).encode()
@@ -162,12 +165,14 @@ def test_a_streamed_completion_becomes_a_generation_with_probabilities_from_the_
 
 
 def test_stop_after_keeps_the_sentence_end_and_closes_the_stream_early(server):
-    many = WORDS + [(" more", 0.5)] * 200
+    # Long enough that a slow client cannot let the server write it all first: without the early
+    # close the stream would run for a minute, with it the server's next writes fail and it stops.
+    many = WORDS + [(" more", 0.5)] * 30_000
     script = server(sse_tokens(many, delay=0.002))
     gen = lm_for(server.url).generate("x", 300, stop_after=[". "])
     assert gen.text == "Paris is big." and gen.stop_reason == "stop_after"
     assert gen.decoded_tokens == 5  # " It" showed the space after "." and was trimmed
-    time.sleep(0.3)
+    assert script.stream_ended.wait(HANG_GUARD_S)
     assert script.chunks_sent < len(many)  # the server saw the client go and stopped writing
 
 

@@ -21,6 +21,7 @@ import pytest
 from dynrag.io.scratch import remove_stale_builds
 from dynrag.retrieval.bm25 import BM25Index
 from dynrag.retrieval.dense import DenseIndex
+from tests.waiting import HANG_GUARD_S, kill_when
 
 DYNRAG = [sys.executable, "-m", "dynrag.cli"]
 
@@ -30,24 +31,6 @@ def write_corpus(path: Path, n: int, word: str = "bridge") -> Path:
             for i in range(n)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
-
-
-def kill_when(proc: subprocess.Popen, ready, what: str, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if ready():
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-                return
-            if proc.poll() is not None:
-                pytest.fail(f"the build ended before {what}: {proc.stderr.read() if proc.stderr else ''}")
-            time.sleep(0.01)
-        pytest.fail(f"no {what} within {timeout} s")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def embedding_started(parent: Path):
@@ -62,7 +45,7 @@ def test_kill_9_while_index_dense_embeds_keeps_the_old_index_whole(tmp_path):
     out = tmp_path / "idx"
     old = write_corpus(tmp_path / "old.jsonl", 5, "ferry")
     r = subprocess.run([*DYNRAG, "index", str(old), "--out", str(out), "--dense"], capture_output=True, text=True,
-                       timeout=300)
+                       timeout=HANG_GUARD_S)
     assert r.returncode == 0, r.stderr
     new = write_corpus(tmp_path / "new.jsonl", 3000)
     proc = subprocess.Popen([*DYNRAG, "index", str(new), "--out", str(out), "--dense"],
@@ -118,7 +101,7 @@ def test_first_use_dense_part_announces_count_and_eta_shows_progress_and_survive
     assert len(leftovers) == 1
 
     # ... and the next use removes it, says what it will do, and shows progress
-    r = subprocess.run(ask, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(ask, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert r.returncode == 0, r.stderr
     said = " ".join(r.stderr.split())
     assert "2,000 passages" in said and "about" in said and str(index / "dense") in said, r.stderr

@@ -8,11 +8,9 @@ compared, never scores; the settings it stores are checked instead."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from dynrag.retrieval.factory import open_retriever
 from dynrag.retrieval.opensearch import OpenSearchRetriever, connect, index_meta
 from dynrag.retrieval.opensearch_ingest import build_opensearch_index, source_identity
 from tests.cli_inprocess import run_in_process
+from tests.waiting import kill_when
 
 REPO = Path(__file__).resolve().parents[2]
 DYNRAG = str(Path(sys.executable).parent / "dynrag")
@@ -104,24 +103,14 @@ def test_sigkill_mid_ingest_then_the_same_command_completes_without_duplicates(o
     corpus = corpus_file(tmp_path / "corpus.jsonl", n)
     cmd = [DYNRAG, "index", str(corpus), "--engine", "opensearch", "--url", opensearch_url, "--name", "killed",
            "--batch-size", "20"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     client = connect(opensearch_url)
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"ingest ended before it could be killed: {proc.stdout.read().decode()[-500:]}")
-            if client.indices.exists(index="killed") and (index_meta(client, opensearch_url, "killed") or {}).get(
-                    "ingested", 0) >= 200:
-                break
-            time.sleep(0.01)
-        else:
-            pytest.fail("no progress within 120 s")
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+
+    def two_hundred_ingested() -> bool:
+        return client.indices.exists(index="killed") and (index_meta(client, opensearch_url, "killed") or {}).get(
+            "ingested", 0) >= 200
+
+    kill_when(proc, two_hundred_ingested, "200 documents ingested")
     assert proc.returncode == -signal.SIGKILL
     partial = index_meta(client, opensearch_url, "killed")
     assert not partial["complete"] and 200 <= partial["ingested"] < n
