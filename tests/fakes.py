@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence
@@ -15,6 +16,7 @@ from dynrag.lm.base import Capabilities, Generation, Prompt
 from dynrag.methods.base import Answer, Retrieval, Step, Trace
 from dynrag.methods.deeprag.narrative import NarrativeStep
 from dynrag.retrieval.base import BatchSearch, Hit
+from tests.waiting import HANG_GUARD_S
 
 
 class HashEmbedder:
@@ -66,8 +68,9 @@ class FakeMethod:
     name: ClassVar[str] = "fake"
 
     def __init__(self, retriever=None, answers: dict[str, str] | None = None, sleep: float = 0.0, k: int = 3,
-                 log: str | None = None):
+                 log: str | None = None, hold_first: str | None = None):
         self.retriever, self.answers, self.sleep, self.k, self.log = retriever, answers or {}, sleep, k, log
+        self.hold_first = hold_first
         self.calls: list[str] = []
 
     def answer(self, question: str) -> Answer:
@@ -75,6 +78,8 @@ class FakeMethod:
         if self.log:  # one short O_APPEND write per line: lines from several processes never mix
             with open(self.log, "a", encoding="utf-8") as f:
                 f.write(f"{os.getpid()}\t{question}\n")
+        if question == self.hold_first and self._first_asking(question):
+            time.sleep(HANG_GUARD_S)  # in flight until the test kills this process, however slow the machine
         if self.sleep:
             time.sleep(self.sleep)
         trace = Trace(question, self.name, "fake-lm", {})
@@ -84,6 +89,11 @@ class FakeMethod:
         text = f"Some reasoning. So the answer is {final}."
         trace.steps.append(Step("generate", text, text, len(text.split())))
         return Answer(text, final, trace)
+
+    def _first_asking(self, question: str) -> bool:
+        """Whether the line just logged is the only one for ``question`` (no process asked it before)."""
+        with open(self.log, encoding="utf-8") as f:
+            return sum(line.rstrip("\n").split("\t", 1)[1] == question for line in f) == 1
 
 
 def method_factory(answers: dict[str, str] | None = None, sleep: float = 0.0, built: list | None = None):
@@ -103,16 +113,19 @@ class FakeMethodFactory:
     """A picklable runner method_factory, for worker processes (local or Dask) that rebuild the
     method themselves: FakeMethods answering from ``answers``, sleeping ``sleep`` s a question and,
     with ``log``, appending "PID<TAB>question" to that file as each question starts. ``die_on``:
-    a question whose worker process kills itself (SIGKILL) every time; ``fail_on``: one that raises."""
+    a question whose worker process kills itself (SIGKILL) every time; ``fail_on``: one that raises;
+    ``hold_first`` (with ``log``): one whose first asking stays in flight until a test kills its
+    worker, while a second asking answers (so a kill lands mid-question by construction)."""
 
     answers: dict[str, str] | None = None
     sleep: float = 0.0
     log: str | None = None
     die_on: str | None = None
     fail_on: str | None = None
+    hold_first: str | None = None
 
     def __call__(self, config: dict[str, Any], retriever):
-        method = FakeMethod(retriever, self.answers, self.sleep, log=self.log)
+        method = FakeMethod(retriever, self.answers, self.sleep, log=self.log, hold_first=self.hold_first)
         if self.die_on is None and self.fail_on is None:
             return method
         real = method.answer
@@ -236,3 +249,45 @@ class ScriptedTree:
 
     def is_correct(self, answer):
         return answer == "right"
+
+
+class GatedRetriever:
+    """A real retriever behind a gate the test opens and closes: while it is closed, every search
+    waits at the gate, so a retrieving request stays in flight for as long as the test wants
+    (past any timeout, by construction, however fast or slow the machine), and ``waiting`` counts
+    the searches held there. Open, it passes searches through."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self._open = threading.Event()
+        self._open.set()
+        self._lock = threading.Lock()
+        self.waiting = 0
+
+    def close(self) -> None:
+        self._open.clear()
+
+    def open(self) -> None:
+        self._open.set()
+
+    def _pass(self) -> None:
+        with self._lock:
+            self.waiting += 1
+        try:
+            self._open.wait(HANG_GUARD_S)
+        finally:
+            with self._lock:
+                self.waiting -= 1
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        self._pass()
+        return self.inner.search(query, k)
+
+    def search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
+        self._pass()
+        return self.inner.search_batch(queries, k)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)

@@ -13,7 +13,6 @@ import pytest
 from dynrag.errors import DynragError
 from dynrag.eval.dask_cluster import DaskCluster
 from dynrag.eval.worker import WorkerJob
-from dynrag.eval.rundir import read_predictions
 from dynrag.eval.runner import run_eval
 from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
@@ -66,9 +65,10 @@ def test_a_worker_killed_mid_run_loses_no_question_and_duplicates_none(cluster, 
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
     log = tmp_path / "started.log"
     killed: list = []
-    killer = killer_of_one_in_flight(log, tmp_path / "run", killed)
+    killer = killer_of_one_in_flight(log, killed, rows[3]["question"])
     summary = run_eval(request(tmp_path, data, cluster.scheduler_address),
-                       method_factory=FakeMethodFactory(answers_for(rows), sleep=0.4, log=str(log)), progress=False)
+                       method_factory=FakeMethodFactory(answers_for(rows), sleep=0.05, log=str(log),
+                                                        hold_first=rows[3]["question"]), progress=False)
     killer.join()
     assert killed, "no worker was killed"
     ids_once(tmp_path / "run", rows)

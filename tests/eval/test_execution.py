@@ -22,6 +22,7 @@ from dynrag.eval.runner import run_eval
 from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.fakes import FakeMethodFactory
+from tests.waiting import wait_for
 
 
 def request(tmp_path, data, **kw):
@@ -41,22 +42,14 @@ def started(log: Path) -> list[tuple[int, str]]:
     return [(int(pid), q) for pid, q in (line.split("\t", 1) for line in log.read_text().splitlines())]
 
 
-def killer_of_one_in_flight(log: Path, run_dir: Path, killed: list, after: int = 3) -> threading.Thread:
-    """A started thread that, once ``after`` questions have started, SIGKILLs the worker process of
-    the latest question not yet in predictions.jsonl (one in flight) and records (pid, question)."""
+def killer_of_one_in_flight(log: Path, killed: list, held: str) -> threading.Thread:
+    """A started thread that SIGKILLs the worker process that took question ``held`` (which that
+    worker holds in flight: FakeMethodFactory's ``hold_first``) and records (pid, question)."""
 
     def kill():
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            log_rows = started(log)
-            if len(log_rows) >= after:
-                done = {p["question"] for p in read_predictions(run_dir)}
-                in_flight = [r for r in reversed(log_rows) if r[1] not in done]
-                if in_flight:
-                    os.kill(in_flight[0][0], signal.SIGKILL)
-                    killed.append(in_flight[0])
-                    return
-            time.sleep(0.02)
+        row = wait_for(lambda: next((r for r in started(log) if r[1] == held), None), f"a worker to start {held!r}")
+        os.kill(row[0], signal.SIGKILL)
+        killed.append(row)
 
     thread = threading.Thread(target=kill)
     thread.start()
@@ -89,9 +82,9 @@ def test_a_worker_killed_mid_question_is_replaced_and_its_question_asked_again(t
     rows = fx.qa_rows(10)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
     log = tmp_path / "started.log"
-    factory = FakeMethodFactory(answers_for(rows), sleep=0.4, log=str(log))
+    factory = FakeMethodFactory(answers_for(rows), sleep=0.05, log=str(log), hold_first=rows[3]["question"])
     killed: list[tuple[int, str]] = []
-    killer = killer_of_one_in_flight(log, tmp_path / "run", killed)
+    killer = killer_of_one_in_flight(log, killed, rows[3]["question"])
     summary = run_eval(request(tmp_path, data, workers=2), method_factory=factory, progress=False)
     killer.join()
     assert killed, "no worker was killed"
@@ -100,8 +93,9 @@ def test_a_worker_killed_mid_question_is_replaced_and_its_question_asked_again(t
     pid, question = killed[0]
     askers = [p for p, q in started(log) if q == question]
     assert askers[0] == pid and len(askers) == 2 and askers[1] != pid  # asked again, by another worker
-    pids = {p for p, _ in started(log)}
-    assert len(pids) == 3 and os.getpid() not in pids  # the two first workers and the replacement
+    # Asked again by a live worker: the other first one or the replacement, whichever is ready
+    # first (a race the test does not judge; the test below shows replacements by construction).
+    assert os.getpid() not in {p for p, _ in started(log)}
     assert all(p["retrieved_ids"] for p in read_predictions(tmp_path / "run"))  # each opened the pooled index
     assert summary["support_recall"] == 1.0
 

@@ -1,11 +1,9 @@
 """The real runner, real run-directory files and the real BM25 index, with a fast fake method."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from tests.eval.fixtures import eval_plan
 from dynrag.eval.summary import METRIC_KEYS, summarize
 from tests.eval import fixtures as fx
 from tests.fakes import method_factory
+from tests.waiting import kill_when
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -251,33 +250,23 @@ from pathlib import Path
 sys.path.insert(0, {repo!r})
 from dynrag.eval.runner import eval_config, run_eval
 from tests.eval.fixtures import eval_plan
-from tests.fakes import method_factory
+from tests.fakes import FakeMethodFactory
 req = eval_plan(dataset="jsonl", data=Path({data!r}), method="single", out=Path({out!r}), corpus="contexts")
-run_eval(req, method_factory=method_factory({{}}, sleep=0.2), progress=False)
+run_eval(req, method_factory=FakeMethodFactory(log={log!r}, hold_first={held!r}), progress=False)
 """
 
 
 def test_sigkill_mid_run_then_rerun_answers_every_question_once(tmp_path):
-    data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(12))
+    rows = fx.qa_rows(12)
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
     out = tmp_path / "run"
     script = tmp_path / "run_eval.py"
-    script.write_text(SCRIPT.format(repo=str(REPO), data=str(data), out=str(out)))
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # The third question stays in flight until the kill, so the run is killed mid-run on any machine.
+    script.write_text(SCRIPT.format(repo=str(REPO), data=str(data), out=str(out), log=str(tmp_path / "started.log"),
+                                    held=rows[2]["question"]))
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     pred_file = out / "predictions.jsonl"
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            if pred_file.exists() and pred_file.read_text().count("\n") >= 2:
-                break
-            if proc.poll() is not None:
-                pytest.fail(f"the run ended early: {proc.stdout.read().decode()}")
-            time.sleep(0.02)
-        else:
-            pytest.fail("no predictions within 60 s")
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill() if proc.poll() is None else None
-        proc.wait()
+    kill_when(proc, lambda: pred_file.exists() and pred_file.read_text().count("\n") >= 2, "two predictions")
     assert proc.returncode == -signal.SIGKILL
     partial = [json.loads(l)["id"] for l in lines(out)]
     assert 2 <= len(partial) < 12
