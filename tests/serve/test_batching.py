@@ -1,32 +1,32 @@
-"""`dynrag serve --batch N` started for real on loopback: concurrent requests join the running
+"""`dynrag serve --batch N` served for real on loopback: concurrent requests join the running
 batch and get what they get one at a time, nothing is lost or answered twice, a request past its
 timeout is cancelled while the others in its batch finish, and N running + queue_size waiting is
 the capacity beyond which the answer is 429.
 
-The fast test serves the tiny random Llama (it loads in well under a second and generates
-garbage, which is as good as words for comparing answers) from the test process; the slow ones
-start `dynrag serve` on the bundled model, whose long requests can be made to outlast a timeout."""
+Both servers serve the tiny random Llama (it loads in well under a second and generates garbage,
+which is as good as words for comparing answers) from the test process. For the timeout tests the
+long request is held, not slow: its search waits at a gate the test closes (GatedRetriever), so
+it outlasts the timeout by construction on any machine, while the short requests (closed book, a
+few tokens of the tiny model: milliseconds) finish far inside it."""
 
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
 import pytest
 
 from dynrag.demo import ordered_demo_questions
+from tests.fakes import GatedRetriever
 from tests.serve.conftest import Served
-from tests.servers import artifacts_dir, dynrag_serve, free_port, serving_in_process
+from tests.servers import free_port, serving_in_process
 from tests.tiny_models import save_tiny_llama
+from tests.waiting import HANG_GUARD_S, wait_for
 
 SHORT = {"method": "single", "options": {"max_new_tokens": 16}}
-QUICK = {"method": "direct", "options": {"max_new_tokens": 8}}  # a second or two on the bundled model
-# A request that keeps the bundled model busy for half a minute or more: a retrieval and a new
-# prompt after every token, until a long budget runs out (measured warm and alone: n=2 and 50
-# steps took 16 s on two cores).
-LONG = {"method": "fixed_length", "options": {"n": 1, "max_retrievals": 100, "max_steps": 100,
-                                              "max_new_tokens": 400}}
+QUICK = {"method": "direct", "options": {"max_new_tokens": 8}}  # no search: never meets the gate
+HELD = {"method": "single", "options": {"max_new_tokens": 8}}  # searches first: held while the gate is closed
+TIMEOUT_S = 3  # past it the held request is answered 504; a QUICK one takes milliseconds
 
 
 def questions(n: int) -> list[str]:
@@ -36,21 +36,16 @@ def questions(n: int) -> list[str]:
 
 def ask(served: Served, question: str, body: dict, request_id: str | None = None) -> httpx.Response:
     headers = {"X-Request-Id": request_id} if request_id else {}
-    return httpx.post(f"{served.v1}/ask", json={"question": question, **body}, headers=headers, timeout=300)
+    return httpx.post(f"{served.v1}/ask", json={"question": question, **body}, headers=headers, timeout=HANG_GUARD_S)
 
 
 def queue_of(served: Served) -> dict:
     return httpx.get(f"{served.root}/health", timeout=10).json()["queue"]
 
 
-def wait_until(predicate, served: Served, seconds: float = 120.0) -> dict:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        status = queue_of(served)
-        if predicate(status):
-            return status
-        time.sleep(0.05)
-    raise AssertionError(f"the server's queue never reached the state asked for: {queue_of(served)}")
+def wait_until(predicate, served: Served) -> dict:
+    return wait_for(lambda: (lambda status: predicate(status) and status)(queue_of(served)),
+                    "the server's queue to reach the state asked for", poll_s=0.05, last=lambda: queue_of(served))
 
 
 def concurrently(served: Served, sends: list[tuple[str, str, dict]]) -> dict[str, httpx.Response]:
@@ -68,7 +63,7 @@ def concurrently(served: Served, sends: list[tuple[str, str, dict]]) -> dict[str
     for t in threads:
         t.start()
     for t in threads:
-        t.join(300)
+        t.join(HANG_GUARD_S)
     return results
 
 
@@ -103,47 +98,73 @@ def test_concurrent_requests_get_what_they_get_one_at_a_time(tiny):
 
 
 @pytest.fixture(scope="module")
-def bundled():
+def gated(tmp_path_factory):
+    """Three requests at a time, one waiting, a short timeout, and every search behind a gate."""
+    model = save_tiny_llama(tmp_path_factory.mktemp("tiny-llama-gated"))
+    gates: list[GatedRetriever] = []
+
+    def hold_searches(app):
+        engine = app.state.engine
+        engine.retriever = GatedRetriever(engine.retriever)
+        gates.append(engine.retriever)
+
     port = free_port()
-    with dynrag_serve(port, artifacts_dir() / "serve-batch-bundled.log", "--batch", "3", "--queue-size", "1",
-                      "--timeout", "12"):
-        yield Served(port, None)
+    with serving_in_process(port, {"batch": 3, "queue_size": 1, "timeout": TIMEOUT_S}, {"model": f"hf:{model}"},
+                            prepare=hold_searches):
+        try:
+            yield Served(port, None), gates[0]
+        finally:
+            gates[0].open()  # nothing left waiting when the server stops
 
 
-@pytest.mark.slow
-def test_a_timed_out_request_is_cancelled_while_the_rest_of_its_batch_finishes(bundled):
+@pytest.mark.slow  # waits out the timeout
+def test_a_timed_out_request_is_cancelled_while_the_rest_of_its_batch_finishes(gated):
+    served, gate = gated
     short = questions(3)[1:]
-    alone = {q: ask(bundled, q, QUICK).json()["answer"] for q in short}
-    before = queue_of(bundled)
-    sends = [("long", questions(1)[0], LONG)] + [(f"short-{i}", q, QUICK) for i, q in enumerate(short)]
-    results = concurrently(bundled, sends)
-    assert results["long"].status_code == 504 and results["long"].json()["error"]["code"] == "timeout"
+    alone = {q: ask(served, q, QUICK).json()["answer"] for q in short}
+    before = queue_of(served)
+    gate.close()
+    try:
+        sends = [("held", questions(1)[0], HELD)] + [(f"short-{i}", q, QUICK) for i, q in enumerate(short)]
+        results = concurrently(served, sends)
+        assert gate.waiting == 1  # still at its search when it was answered: it timed out running
+    finally:
+        gate.open()  # its next call into the model sees the cancel
+    assert results["held"].status_code == 504 and results["held"].json()["error"]["code"] == "timeout"
+    assert f"timeout of {TIMEOUT_S} s" in results["held"].json()["error"]["message"]
     for i, question in enumerate(short):
         response = results[f"short-{i}"]
         assert response.status_code == 200, response.text
         assert response.json()["answer"] == alone[question]
-    after = wait_until(lambda q: q["running"] == 0 and q["cancelled"] > before["cancelled"], bundled)
+    after = wait_until(lambda q: q["running"] == 0 and q["cancelled"] > before["cancelled"], served)
     assert after["timed_out"] - before["timed_out"] == 1 and after["cancelled"] - before["cancelled"] == 1
     assert after["completed"] - before["completed"] == 2 and after["failed"] == 0
 
 
-@pytest.mark.slow
-def test_429_once_n_running_and_the_queue_are_full(bundled):
-    before = queue_of(bundled)
-    results: dict[str, httpx.Response] = {}
+@pytest.mark.slow  # waits out the timeout
+def test_429_once_n_running_and_the_queue_are_full(gated):
+    served, gate = gated
+    before = queue_of(served)
+    results: dict[int, httpx.Response] = {}
     threads = []
-    for i in range(4):  # three run (the batch), one waits (the queue)
-        t = threading.Thread(target=lambda i=i: results.__setitem__(i, ask(bundled, questions(4)[i], LONG)))
-        t.start()
-        threads.append(t)
-        wait_until(lambda q, n=i + 1: q["running"] + q["waiting"] == n, bundled)
-    status = queue_of(bundled)
-    assert status["running"] == 3 and status["waiting"] == 1
-    rejected = ask(bundled, questions(1)[0], QUICK)
-    assert rejected.status_code == 429 and rejected.json()["error"]["code"] == "queue_full"
-    assert int(rejected.headers["retry-after"]) >= 1
-    for t in threads:
-        t.join(300)
+    gate.close()
+    try:
+        for i in range(4):  # three run (the batch) and wait at the gate, one waits in the queue
+            t = threading.Thread(target=lambda i=i: results.__setitem__(i, ask(served, questions(4)[i], HELD)))
+            t.start()
+            threads.append(t)
+            wait_until(lambda q, n=i + 1: q["running"] + q["waiting"] == n, served)
+        wait_for(lambda: gate.waiting == 3, "the three running requests to reach the gate")
+        status = queue_of(served)
+        assert status["running"] == 3 and status["waiting"] == 1
+        rejected = ask(served, questions(1)[0], QUICK)
+        assert rejected.status_code == 429 and rejected.json()["error"]["code"] == "queue_full"
+        assert int(rejected.headers["retry-after"]) >= 1
+        for t in threads:
+            t.join(HANG_GUARD_S)
+    finally:
+        gate.open()
     assert all(r.status_code == 504 for r in results.values()), {i: r.text for i, r in results.items()}
-    after = wait_until(lambda q: q["running"] == 0 and q["waiting"] == 0, bundled)
+    after = wait_until(lambda q: q["running"] == 0 and q["waiting"] == 0, served)
     assert after["rejected"] - before["rejected"] == 1 and after["timed_out"] - before["timed_out"] == 4
+    assert after["cancelled"] - before["cancelled"] == 4 and after["completed"] == before["completed"]

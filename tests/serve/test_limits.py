@@ -1,20 +1,30 @@
-"""Every limit of the real server over raw HTTP, each answered in OpenAI's error shape."""
+"""Every limit of the real server over raw HTTP, each answered in OpenAI's error shape.
+
+The limits that need a request in flight (a disconnect, a full queue, a timeout) use a gated
+server: the tiny model in this process with its searches behind a gate the test closes, so the
+request is in flight by construction rather than by being slow."""
 
 from __future__ import annotations
 
 import socket
 import threading
-import time
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.servers import artifacts_dir, dynrag_serve, free_port
+from tests.fakes import GatedRetriever
+from tests.serve.conftest import Served
+from tests.servers import free_port, serving_in_process
+from tests.tiny_models import save_tiny_llama
+from tests.waiting import HANG_GUARD_S, wait_for
 
 pytestmark = pytest.mark.slow
 
-# A request that keeps the model busy for many seconds: retrieval at every chance, long budget.
-LONG = {"method": "dragin", "options": {"theta": 0.0, "max_retrievals": 5, "max_new_tokens": 128}}
+# A request that searches before it generates: held at the gate of a gated server (below) for as
+# long as the test keeps the gate closed, so it outlasts a timeout by construction.
+HELD = {"method": "single", "options": {"max_new_tokens": 8}}
+TIGHT_TIMEOUT_S = 3
 
 
 def error_of(response: httpx.Response, status: int) -> dict:
@@ -25,21 +35,16 @@ def error_of(response: httpx.Response, status: int) -> dict:
 
 
 def ask(served, body, **kw):
-    return httpx.post(f"{served.v1}/ask", json=body, headers=served.headers(), timeout=600, **kw)
+    return httpx.post(f"{served.v1}/ask", json=body, headers=served.headers(), timeout=HANG_GUARD_S, **kw)
 
 
 def health(served) -> dict:
     return httpx.get(f"{served.root}/health", timeout=10).json()
 
 
-def wait_until(predicate, served, seconds=120.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        status = health(served)["queue"]
-        if predicate(status):
-            return status
-        time.sleep(0.1)
-    raise AssertionError(f"the server's queue never reached the state asked for: {health(served)['queue']}")
+def wait_until(predicate, served):
+    return wait_for(lambda: (lambda status: predicate(status) and status)(health(served)["queue"]),
+                    "the server's queue to reach the state asked for", poll_s=0.05, last=lambda: health(served)["queue"])
 
 
 def test_oversized_body_is_413_with_or_without_a_length(served):
@@ -106,83 +111,118 @@ def test_every_v1_endpoint_wants_the_key_but_the_viewer_loads_without(served):
     assert httpx.get(f"{served.root}/health").status_code == 200
 
 
-def test_client_disconnect_cancels_the_work(served, demo_question):
+def gated_server(tmp_path_factory, settings: dict, config: Path | None = None):
+    """`dynrag serve`'s app over the tiny random model, in this process, with every search behind a
+    gate (GatedRetriever): a HELD request stays in flight while the gate is closed, for as long as the
+    test wants, whatever the machine's speed."""
+    model = save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+    gates: list[GatedRetriever] = []
+
+    def hold_searches(app):
+        app.state.engine.retriever = GatedRetriever(app.state.engine.retriever)
+        gates.append(app.state.engine.retriever)
+
+    port = free_port()
+    with serving_in_process(port, settings, {"model": f"hf:{model}"}, config=config, prepare=hold_searches):
+        try:
+            yield Served(port, None), gates[0]
+        finally:
+            gates[0].open()
+
+
+@pytest.fixture(scope="module")
+def held(tmp_path_factory):
+    """A gated server whose timeout (the default) is far longer than any of these tests waits."""
+    yield from gated_server(tmp_path_factory, {"queue_size": 4})
+
+
+def test_client_disconnect_cancels_the_work(held, demo_question):
+    served, gate = held
     before = health(served)["queue"]
     # A plain socket so the test decides exactly when the client goes away.
     import json as _json
 
-    body = _json.dumps({"question": demo_question.question, **LONG}).encode()
-    sock = socket.create_connection(("127.0.0.1", served.port))
-    sock.sendall(b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 + f"Authorization: Bearer {served.key}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-    wait_until(lambda q: q["running"] == 1, served)
-    sock.close()
+    gate.close()
+    try:
+        body = _json.dumps({"question": demo_question.question, **HELD}).encode()
+        sock = socket.create_connection(("127.0.0.1", served.port))
+        sock.sendall(b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        wait_for(lambda: gate.waiting == 1, "the request to reach its search")
+        sock.close()
+        wait_until(lambda q: q["disconnected"] > before["disconnected"], served)
+    finally:
+        gate.open()  # its next call into the model sees the cancel
     after = wait_until(lambda q: q["running"] == 0 and q["cancelled"] > before["cancelled"], served)
-    assert after["disconnected"] > before["disconnected"]
     assert after["completed"] == before["completed"]  # stopped, not finished
 
     # The same for a stream the client stops reading while staying connected. The line iterator is
     # kept: a temporary one (next(r.iter_lines())) is collected at once, and closing it closes
     # httpx's connection, so the server saw a disconnect before the job had run.
-    body = {"model": LONG["method"], "messages": [{"role": "user", "content": demo_question.question}],
-            "stream": True, "options": LONG["options"]}
+    body = {"model": HELD["method"], "messages": [{"role": "user", "content": demo_question.question}],
+            "stream": True, "options": HELD["options"]}
     start = health(served)["queue"]
-    with httpx.stream("POST", f"{served.v1}/chat/completions", json=body, headers=served.headers(),
-                      timeout=60) as r:
-        lines = r.iter_lines()
-        first = next(lines)
-        assert first.startswith("data: ") and '"role": "assistant"' in first
-        running = wait_until(lambda q: q["running"] == 1 or q["cancelled"] > start["cancelled"], served, seconds=60)
-        assert running["running"] == 1 and running["cancelled"] == start["cancelled"]  # connected: not stopped
+    gate.close()
+    try:
+        with httpx.stream("POST", f"{served.v1}/chat/completions", json=body, timeout=HANG_GUARD_S) as r:
+            lines = r.iter_lines()
+            first = next(lines)
+            assert first.startswith("data: ") and '"role": "assistant"' in first
+            wait_for(lambda: gate.waiting == 1, "the streamed request to reach its search")
+            running = health(served)["queue"]
+            assert running["running"] == 1 and running["cancelled"] == start["cancelled"]  # connected: not stopped
+        wait_until(lambda q: q["disconnected"] > start["disconnected"], served)
+    finally:
+        gate.open()
     final = wait_until(lambda q: q["running"] == 0 and q["cancelled"] > start["cancelled"], served)
-    assert final["disconnected"] > start["disconnected"]
     assert final["completed"] == before["completed"]  # stopped, never finished
 
 
 @pytest.fixture(scope="module")
 def tight(tmp_path_factory):
-    """A second server: one request at a time (--batch 1), one may wait while it runs, a 4-second timeout, and a run
+    """One request at a time (--batch 1), one may wait while it runs, a short timeout, and a run
     configuration whose method and options are the default for requests that name none."""
-    from tests.serve.conftest import Served
-
     config = tmp_path_factory.mktemp("serve-config") / "run.yaml"
     # Its default options are over the ceiling, so a request relying on them is refused (no model time).
     config.write_text("method: direct\noptions:\n  max_new_tokens: 600\n")
-    port = free_port()
-    with dynrag_serve(port, artifacts_dir() / "serve-tight.log", "--config", str(config),
-                      "--batch", "1", "--queue-size", "1", "--timeout", "4"):
-        yield Served(port, None)
+    yield from gated_server(tmp_path_factory, {"batch": 1, "queue_size": 1, "timeout": TIGHT_TIMEOUT_S}, config)
 
 
 def test_queue_full_is_429_with_retry_after_and_the_timeout_cancels(tight, demo_question):
+    served, gate = tight
     results: dict[str, httpx.Response] = {}
 
     def send(name):
-        results[name] = httpx.post(f"{tight.v1}/ask", json={"question": demo_question.question, **LONG}, timeout=120)
+        results[name] = httpx.post(f"{served.v1}/ask", json={"question": demo_question.question, **HELD},
+                                   timeout=HANG_GUARD_S)
 
-    first = threading.Thread(target=send, args=("running",))
-    first.start()
-    wait_until(lambda q: q["running"] == 1, tight)
-    second = threading.Thread(target=send, args=("waiting",))
-    second.start()
-    wait_until(lambda q: q["waiting"] == 1, tight)
-    rejected = httpx.post(f"{tight.v1}/ask", json={"question": demo_question.question, "method": "direct"})
-    err = error_of(rejected, 429)
-    assert err["code"] == "queue_full" and err["type"] == "rate_limit_error"
-    assert int(rejected.headers["retry-after"]) >= 1
-
-    first.join()
-    second.join()
-    err = error_of(results["running"], 504)  # the long request ran past the 4 s timeout
-    assert err["code"] == "timeout" and "4 s" in err["message"]
+    gate.close()
+    try:
+        first = threading.Thread(target=send, args=("running",))
+        first.start()
+        wait_for(lambda: gate.waiting == 1, "the first request to reach its search")
+        second = threading.Thread(target=send, args=("waiting",))
+        second.start()
+        wait_until(lambda q: q["waiting"] == 1, served)
+        rejected = httpx.post(f"{served.v1}/ask", json={"question": demo_question.question, "method": "direct"})
+        err = error_of(rejected, 429)
+        assert err["code"] == "queue_full" and err["type"] == "rate_limit_error"
+        assert int(rejected.headers["retry-after"]) >= 1
+        first.join(HANG_GUARD_S)
+        second.join(HANG_GUARD_S)
+    finally:
+        gate.open()
+    err = error_of(results["running"], 504)  # held at its search past the timeout
+    assert err["code"] == "timeout" and f"{TIGHT_TIMEOUT_S} s" in err["message"]
     assert results["waiting"].status_code == 504  # it never got the model in time
-    status = wait_until(lambda q: q["running"] == 0 and q["waiting"] == 0, tight)
+    status = wait_until(lambda q: q["running"] == 0 and q["waiting"] == 0 and q["cancelled"] == 2, served)
     assert status["rejected"] == 1 and status["timed_out"] == 2 and status["cancelled"] == 2
     assert status["completed"] == 0
 
 
 def test_a_request_naming_no_method_gets_the_config_files_method_and_options(tight):
-    err = error_of(httpx.post(f"{tight.v1}/ask", json={"question": "Who?", "options": {"thetta": 1}}), 400)
+    served, _ = tight
+    err = error_of(httpx.post(f"{served.v1}/ask", json={"question": "Who?", "options": {"thetta": 1}}), 400)
     assert "method 'direct'" in err["message"] and "thetta" in err["message"]
-    err = error_of(httpx.post(f"{tight.v1}/ask", json={"question": "Who?"}), 400)
+    err = error_of(httpx.post(f"{served.v1}/ask", json={"question": "Who?"}), 400)
     assert err["code"] == "max_tokens_too_large" and "600" in err["message"]

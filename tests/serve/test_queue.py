@@ -12,6 +12,7 @@ import pytest
 from dynrag.serve.cancel import CancellableLM, Cancelled
 from dynrag.serve.queue import Disconnected, ModelQueue, QueueFull, TimedOut
 from tests.fakes import SteppingLM
+from tests.waiting import HANG_GUARD_S, wait_for
 
 
 def test_a_cancel_stops_decoding_at_the_next_token():
@@ -34,22 +35,22 @@ def test_capacity_429_and_a_cancelled_waiting_job_never_runs():
     queue = ModelQueue(CancellableLM(SteppingLM()), queue_size=1)
     release = threading.Event()
     ran = []
-    first = queue.submit(lambda: (release.wait(5), ran.append("first")))
+    first = queue.submit(lambda: (release.wait(HANG_GUARD_S), ran.append("first")))
     second = queue.submit(lambda: ran.append("second"))
     with pytest.raises(QueueFull) as full:
         queue.submit(lambda: ran.append("third"))
     assert full.value.retry_after >= 1 and full.value.capacity == 2
-    time.sleep(0.05)
+    wait_for(lambda: queue.status()["running"] == 1, "the first job to start", last=queue.status)
     assert queue.status()["running"] == 1 and queue.status()["waiting"] == 1 and queue.status()["rejected"] == 1
     second.cancel.set()
     release.set()
-    first.future.result(5)
+    first.future.result(HANG_GUARD_S)
     with pytest.raises(Cancelled):
-        second.future.result(5)
+        second.future.result(HANG_GUARD_S)
     assert ran == ["first"]
     status = queue.status()
     assert status["completed"] == 1 and status["cancelled"] == 1 and status["running"] == status["waiting"] == 0
-    queue.submit(lambda: ran.append("fourth")).future.result(5)  # room again
+    queue.submit(lambda: ran.append("fourth")).future.result(HANG_GUARD_S)  # room again
     assert ran[-1] == "fourth"
 
 
@@ -85,19 +86,17 @@ def test_n_workers_run_n_jobs_at_once_and_429_beyond_n_plus_the_queue():
     queue = ModelQueue(CancellableLM(SteppingLM()), queue_size=1, workers=3)
     release = threading.Event()
     started = []
-    jobs = [queue.submit(lambda i=i: (started.append(i), release.wait(5))) for i in range(4)]
+    jobs = [queue.submit(lambda i=i: (started.append(i), release.wait(HANG_GUARD_S))) for i in range(4)]
     with pytest.raises(QueueFull) as full:
         queue.submit(lambda: None)
     assert full.value.capacity == 4
-    deadline = time.monotonic() + 5
-    while len(started) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: len(started) >= 3, "three jobs to start")
     status = queue.status()
     assert status["running"] == 3 and status["waiting"] == 1 and status["batch"] == 3 and status["capacity"] == 4
     assert sorted(started) == [0, 1, 2]  # the fourth waits for a worker
     release.set()
     for job in jobs:
-        job.future.result(5)
+        job.future.result(HANG_GUARD_S)
     status = queue.status()
     assert status["completed"] == 4 and status["running"] == status["waiting"] == 0 and status["rejected"] == 1
 
