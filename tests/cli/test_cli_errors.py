@@ -10,6 +10,7 @@ from tests.cli_inprocess import run_in_process as dynrag  # what a user sees, wi
 
 from dynrag.corpus.passage import Passage
 from dynrag.retrieval.bm25 import BM25Index
+from tests.waiting import HANG_GUARD_S
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +108,7 @@ def test_reproduce_unknown_table_and_missing_data(tmp_path):
 def test_a_question_that_is_not_utf8_is_one_line_naming_it(index_dir):
     # A byte that is not UTF-8 reaches Python's argv as a lone surrogate (\udcff).
     r = subprocess.run([sys.executable, "-m", "dynrag.cli", "ask", b"Who founded \xff?", "--index", str(index_dir),
-                        "--method", "direct"], capture_output=True, text=True, timeout=300)
+                        "--method", "direct"], capture_output=True, text=True, timeout=HANG_GUARD_S)
     text = assert_one_line_error(r, "the question cannot be encoded as UTF-8", "character 13", "\\udcff")
     assert "loading model" not in r.stderr and "position" not in text
 

@@ -9,13 +9,14 @@ import pytest
 
 from dynrag.data import load_demo_questions
 from dynrag.demo import QUICK_QUESTIONS, ordered_demo_questions
+from tests.waiting import HANG_GUARD_S
 
 pytestmark = pytest.mark.slow
 
 
 def dynrag(*args, env=None):
     return subprocess.run([sys.executable, "-m", "dynrag.cli", *args], capture_output=True, text=True,
-                          timeout=900, env=env)
+                          timeout=HANG_GUARD_S, env=env)
 
 
 def test_demo_shows_where_dragin_retrieves_what_it_asks_and_finds():

@@ -23,6 +23,7 @@ from dynrag.render import render_answer
 from dynrag.retrieval.base import Hit
 from tests.cli_inprocess import run_in_process
 from tests.tiny_models import save_tiny_llama
+from tests.waiting import HANG_GUARD_S
 
 DYNRAG = [sys.executable, "-m", "dynrag.cli"]
 # What quiet_model_libraries sets: a CLI run in-process by an earlier test (CliRunner) leaves them
@@ -58,11 +59,11 @@ def test_folder_corpus_chunks_are_told_apart_in_ask(tmp_path):
         f"The mill number {i} stands by the harbour wall." for i in range(40)))
     index = tmp_path / "idx"
     r = subprocess.run([*DYNRAG, "index", str(folder), "--out", str(index), "--chunk", "tokens:30:0"],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert r.returncode == 0, r.stderr
     model = save_tiny_llama(tmp_path / "tiny")
     r = subprocess.run([*DYNRAG, "ask", "Which mill stands by the harbour?", "--index", str(index), "--model",
-                        f"hf:{model}", "--option", "max_new_tokens=2"], capture_output=True, text=True, timeout=300,
+                        f"hf:{model}", "--option", "max_new_tokens=2"], capture_output=True, text=True, timeout=HANG_GUARD_S,
                        env={**os.environ, "COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     shown = [line for line in r.stdout.splitlines() if "towns/harbour.md#" in line]
@@ -99,7 +100,7 @@ def run_on_a_terminal(args: list[str]) -> str:
         if not data:
             break
         chunks.append(data)
-    proc.wait(timeout=300)
+    proc.wait(timeout=HANG_GUARD_S)
     os.close(master)
     return b"".join(chunks).decode("utf-8", "replace")
 
@@ -109,13 +110,13 @@ def test_no_weight_loading_bars_outside_debug(tmp_path):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"id": "a", "text": "the alpha bridge"}\n')
     index = [*DYNRAG, "index", str(corpus), "--dense", "--out"]
-    quiet = subprocess.run([*index, str(tmp_path / "i1")], capture_output=True, text=True, timeout=300,
+    quiet = subprocess.run([*index, str(tmp_path / "i1")], capture_output=True, text=True, timeout=HANG_GUARD_S,
                            env=plain_env())
     assert quiet.returncode == 0, quiet.stderr
     assert "Loading weights" not in quiet.stderr, quiet.stderr  # the embedder loads silently
     assert "Embedding" in quiet.stderr  # dynrag's own progress stays
     loud = subprocess.run([*DYNRAG, "--debug", "index", str(corpus), "--dense", "--out", str(tmp_path / "i2")],
-                          capture_output=True, text=True, timeout=300, env=plain_env())
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, env=plain_env())
     assert "Loading weights" in loud.stderr  # the bars are there to be silenced
 
     model = save_tiny_llama(tmp_path / "tiny")

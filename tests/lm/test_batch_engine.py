@@ -12,6 +12,7 @@ from dynrag.lm.batching import BatchingLM
 from dynrag.lm.hf import HFLanguageModel
 from tests.fakes import ScriptedLM
 from tests.tiny_models import tiny_gemma3, tiny_llama, tiny_tokenizer
+from tests.waiting import HANG_GUARD_S
 
 TOK = tiny_tokenizer()
 BASE = "the bridge of the town was built in 1887 by the engineer who was born in lyon . "
@@ -49,7 +50,7 @@ def test_rows_join_and_leave_and_each_decodes_as_alone():
     expected = [alone.generate(t, n, capture_attention=True) for t, n in zip(texts, limits)]
     engine = BatchEngine(model(), max_rows=2)
     futures = [engine.submit(t, n, capture_attention=True) for t, n in zip(texts, limits)]
-    results = [f.result(timeout=60) for f in futures]
+    results = [f.result(timeout=HANG_GUARD_S) for f in futures]
     engine.close()
     for e, r in zip(expected, results):
         assert_same(e, r)
@@ -81,7 +82,7 @@ def test_each_row_keeps_its_own_stop_strings_and_callback():
     alone_seen = {k: list(v) for k, v in seen_lengths.items()}
     seen_lengths[0].clear(), seen_lengths[3].clear()
     engine = BatchEngine(model(), max_rows=4)
-    results = [f.result(timeout=60) for f in [engine.submit(t, 10, **kw) for t, kw in zip(texts, calls)]]
+    results = [f.result(timeout=HANG_GUARD_S) for f in [engine.submit(t, 10, **kw) for t, kw in zip(texts, calls)]]
     engine.close()
     for e, r in zip(expected, results):
         assert_same(e, r)
@@ -101,10 +102,10 @@ def test_a_failing_callback_ends_only_its_own_row():
     engine = BatchEngine(model(), max_rows=3)
     futures = [engine.submit(texts[0], 8), engine.submit(texts[1], 8, stop_when=boom), engine.submit(texts[2], 8)]
     with pytest.raises(ValueError, match="callback failed"):
-        futures[1].result(timeout=60)
+        futures[1].result(timeout=HANG_GUARD_S)
     alone = model()
-    assert_same(alone.generate(texts[0], 8), futures[0].result(timeout=60))
-    assert_same(alone.generate(texts[2], 8), futures[2].result(timeout=60))
+    assert_same(alone.generate(texts[0], 8), futures[0].result(timeout=HANG_GUARD_S))
+    assert_same(alone.generate(texts[2], 8), futures[2].result(timeout=HANG_GUARD_S))
     engine.close()
 
 
@@ -113,7 +114,7 @@ def test_memory_cap_admits_one_row_at_a_time_when_two_would_not_fit():
     width = max(len(TOK(t).input_ids) for t in texts)
     engine = BatchEngine(model(), max_rows=8, max_cached_tokens=width + 20)
     futures = [engine.submit(t, 6) for t in texts]
-    results = [f.result(timeout=60) for f in futures]
+    results = [f.result(timeout=HANG_GUARD_S) for f in futures]
     engine.close()
     assert engine.stats.peak_rows == 1
     alone = model()
@@ -130,7 +131,7 @@ def test_the_shared_prefix_is_computed_once_for_every_row():
     lm = model()
     prefix_tokens = len(TOK(exemplars).input_ids)
     engine = BatchEngine(lm, max_rows=4)
-    results = [f.result(timeout=60) for f in [engine.submit(prompt(i), 6) for i in range(4)]]
+    results = [f.result(timeout=HANG_GUARD_S) for f in [engine.submit(prompt(i), 6) for i in range(4)]]
     engine.close()
     counts = lm.prefill_counts
     assert counts.pinned_tokens <= prefix_tokens  # pinned once, not once per row

@@ -24,6 +24,7 @@ from dynrag.retrieval.base import Hit
 from tests.cli_inprocess import run_in_process
 from tests.fakes import FakeRetriever
 from tests.tiny_models import WORDS, RecordingTinyLM, save_tiny_llama, tiny_llama, tiny_tokenizer
+from tests.waiting import HANG_GUARD_S
 
 QUESTION = "who built the bridge of the town ?"
 HUGE = " ".join((WORDS * (1_000_000 // len(WORDS) + 1))[:1_000_000])  # ~5 MB, a million tokens
@@ -131,24 +132,24 @@ def test_cli_index_warns_about_a_huge_passage_and_ask_answers_over_it(tmp_path):
                       + json.dumps({"id": "small", "title": "Bridge", "text": SMALL.text}) + "\n")
     dynrag = [sys.executable, "-m", "dynrag.cli"]
     r = subprocess.run([*dynrag, "index", str(corpus), "--out", str(tmp_path / "idx")], capture_output=True,
-                       text=True, timeout=300)
+                       text=True, timeout=HANG_GUARD_S)
     assert r.returncode == 0, r.stderr
     said = " ".join(r.stderr.split())
     assert "warning:" in said and "'big'" in said and "--chunk tokens:100:20" in said
     r = subprocess.run([*dynrag, "index", str(corpus), "--out", str(tmp_path / "chunked"), "--chunk", "tokens:100:20"],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert r.returncode == 0 and "warning:" not in r.stderr
 
     model = save_tiny_llama(tmp_path / "tiny")  # a context window of 4,096 tokens
     r = subprocess.run([*dynrag, "ask", "the river town bridge ?", "--index", str(tmp_path / "idx"), "--model",
                         f"hf:{model}", "--option", "k=2", "--option", "max_new_tokens=8", "--json"],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert r.returncode == 0, r.stderr
     trace = json.loads(r.stdout)
     assert [n["id"] for n in trace["truncations"] if n["part"] == "document"] == ["big"]
     r = subprocess.run([*dynrag, "ask", "the river town bridge ?", "--index", str(tmp_path / "idx"), "--model",
                         f"hf:{model}", "--option", "k=2", "--option", "max_new_tokens=8"],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert r.returncode == 0 and "passage 'big' cut to" in " ".join(r.stdout.split())
 
 

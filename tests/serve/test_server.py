@@ -9,6 +9,7 @@ import pytest
 
 from dynrag.methods.base import Answer, Trace
 from dynrag.methods.registry import method_names
+from tests.waiting import HANG_GUARD_S
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.slow
 def client(served):
     import openai  # here, not at the top: the fast run collects this module and needs no openai
 
-    return openai.OpenAI(base_url=served.v1, api_key=served.key, max_retries=0, timeout=600)
+    return openai.OpenAI(base_url=served.v1, api_key=served.key, max_retries=0, timeout=HANG_GUARD_S)
 
 
 def test_models_lists_every_method_with_its_options(client):
@@ -66,7 +67,7 @@ def test_streaming_sends_openai_chunks_and_done(client, served, demo_question):
     body = {"model": "direct", "messages": [{"role": "user", "content": demo_question.question}],
             "stream": True, "max_tokens": 16}
     with httpx.stream("POST", f"{served.v1}/chat/completions", json=body, headers=served.headers(),
-                      timeout=600) as response:
+                      timeout=HANG_GUARD_S) as response:
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
         data = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
     assert data[-1] == "[DONE]"
@@ -76,7 +77,7 @@ def test_streaming_sends_openai_chunks_and_done(client, served, demo_question):
 def test_ask_returns_the_trace_schema_of_ask_trace(served, demo_question):
     body = {"question": demo_question.question, "method": "dragin",
             "options": {"theta": 0.0, "max_retrievals": 1, "max_new_tokens": 48}}
-    response = httpx.post(f"{served.v1}/ask", json=body, headers=served.headers(), timeout=600)
+    response = httpx.post(f"{served.v1}/ask", json=body, headers=served.headers(), timeout=HANG_GUARD_S)
     assert response.status_code == 200, response.text
     trace = response.json()
     # The same keys `dynrag ask --trace` writes: Answer.to_dict().

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import httpx
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from dynrag.eval.loaders import QAExample
 from dynrag.eval.summary import make_record
 from tests.servers import artifacts_dir
+from tests.waiting import HANG_GUARD_S
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
-def wait_for(driver, condition, seconds=600):
+def wait_for(driver, condition, seconds=HANG_GUARD_S):
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, seconds, poll_frequency=0.25).until(condition)
@@ -98,7 +98,7 @@ def test_opens_a_saved_trace_and_a_predictions_file(browser, served, demo_questi
     from selenium.webdriver.support.ui import Select
 
     body = {"question": demo_question.question, "method": "flare", "options": {"theta": 0.9, "max_new_tokens": 40}}
-    trace = httpx.post(f"{served.v1}/ask", json=body, headers=served.headers(), timeout=600).json()
+    trace = httpx.post(f"{served.v1}/ask", json=body, headers=served.headers(), timeout=HANG_GUARD_S).json()
     saved = tmp_path / "trace.json"
     saved.write_text(json.dumps(trace, indent=2))
     browser.get(served.root + "/")
