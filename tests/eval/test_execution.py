@@ -22,7 +22,7 @@ from dynrag.eval.runner import run_eval
 from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.fakes import FakeMethodFactory
-from tests.waiting import wait_for
+from tests.waiting import HANG_GUARD_S, wait_for
 
 
 def request(tmp_path, data, **kw):
@@ -153,6 +153,7 @@ def test_threads_keep_n_questions_in_flight_with_one_method(tmp_path):
     calls = []
     lock = threading.Lock()
     state = {"active": 0, "most": 0}
+    all_three = threading.Barrier(3, timeout=HANG_GUARD_S)  # each round of three meets here: 3 at once by construction
 
     class Slow:
         name = "slow"
@@ -161,7 +162,7 @@ def test_threads_keep_n_questions_in_flight_with_one_method(tmp_path):
             with lock:
                 state["active"] += 1
                 state["most"] = max(state["most"], state["active"])
-            time.sleep(0.05)
+            all_three.wait()
             with lock:
                 state["active"] -= 1
             calls.append(question)

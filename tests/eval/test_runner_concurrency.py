@@ -15,11 +15,13 @@ from dynrag.eval.runner import run_eval
 from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.fakes import FakeMethod
+from tests.waiting import HANG_GUARD_S
 
 
 class Concurrent(FakeMethod):
     """Answers after a delay that varies by question, so answers finish out of order; counts how
-    many are in flight at once; may fail on one question."""
+    many are in flight at once; may fail on one question. The first answer waits until a second
+    question is in flight, so "more than one at once" holds by construction, not by timing."""
 
     def __init__(self, retriever, fail_on: str | None = None):
         super().__init__(retriever)
@@ -27,12 +29,19 @@ class Concurrent(FakeMethod):
         self.lock = threading.Lock()
         self.active = 0
         self.most_active = 0
+        self.overlapped = threading.Event()
+        self.first_claimed = False
 
     def answer(self, question):
         with self.lock:
             self.active += 1
             self.most_active = max(self.most_active, self.active)
+            if self.active > 1:
+                self.overlapped.set()
+            first, self.first_claimed = not self.first_claimed, True
         try:
+            if first:
+                assert self.overlapped.wait(HANG_GUARD_S), "no second question was ever in flight"
             time.sleep(0.02 * (len(question) % 5))
             if question == self.fail_on:
                 raise RuntimeError("the model server went away")

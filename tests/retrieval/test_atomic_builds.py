@@ -141,7 +141,7 @@ def test_a_live_build_is_left_alone(tmp_path):
         f"with atomic_directory({str(out)!r}) as tmp:\n"
         "    (tmp / 'x').write_text('building')\n"
         "    print(tmp, flush=True)\n"
-        "    time.sleep(60)\n"
+        "    time.sleep(86400)\n"  # until the test kills it
     )
     builder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:

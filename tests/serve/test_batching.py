@@ -40,7 +40,7 @@ def ask(served: Served, question: str, body: dict, request_id: str | None = None
 
 
 def queue_of(served: Served) -> dict:
-    return httpx.get(f"{served.root}/health", timeout=10).json()["queue"]
+    return httpx.get(f"{served.root}/health", timeout=HANG_GUARD_S).json()["queue"]
 
 
 def wait_until(predicate, served: Served) -> dict:

@@ -39,7 +39,7 @@ def ask(served, body, **kw):
 
 
 def health(served) -> dict:
-    return httpx.get(f"{served.root}/health", timeout=10).json()
+    return httpx.get(f"{served.root}/health", timeout=HANG_GUARD_S).json()
 
 
 def wait_until(predicate, served):
