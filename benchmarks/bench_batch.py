@@ -30,7 +30,7 @@ import tempfile
 
 import torch
 
-from dynrag.eval.loaders import load_examples
+from dynrag.datasets.loaders import load_examples
 from dynrag.eval.pool import contexts_index, pool_contexts
 from dynrag.lm import load_lm
 from dynrag.lm.batching import BatchingLM

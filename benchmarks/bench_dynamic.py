@@ -31,8 +31,8 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from dynrag.eval.loaders import load_examples
-from dynrag.eval.metrics import score_answer
+from dynrag.datasets.loaders import load_examples
+from dynrag.datasets.metrics import score_answer
 from dynrag.eval.pool import pool_contexts
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.lm import load_lm

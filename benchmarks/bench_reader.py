@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from dynrag.eval.loaders import load_examples
-from dynrag.eval.metrics import score_answer
+from dynrag.datasets.loaders import load_examples
+from dynrag.datasets.metrics import score_answer
 from dynrag.lm import load_lm
 from dynrag.methods.answering import answer_once
 from dynrag.methods.base import Trace

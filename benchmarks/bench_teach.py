@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from dynrag.deeprag.models import load_trainable
+from dynrag.training.models import load_trainable
 from dynrag.world.teach import DEFAULT_LR, TeachOptions, build_rows, load_world, row_loss, trainable
 from dynrag.world.teach_text import choose
 

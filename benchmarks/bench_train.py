@@ -35,12 +35,12 @@ import torch.nn.functional as F
 
 from dynrag.corpus.passage import Passage
 from dynrag.deeprag.examples import imitation_example
-from dynrag.deeprag.losses import collate, completion_logprobs, dpo_loss, imitation_loss
-from dynrag.deeprag.models import load_trainable
+from dynrag.training.losses import collate, completion_logprobs, dpo_loss, imitation_loss
+from dynrag.training.models import load_trainable
 from dynrag.deeprag.pairs import build_pairs, tokenize_pair
 from dynrag.deeprag.teachers import phrase_subquery
 from dynrag.deeprag.trajectory import Trajectory
-from dynrag.eval.loaders import load_examples
+from dynrag.datasets.loaders import load_examples
 from dynrag.io.jsonl import JsonlAppender
 from dynrag.methods.deeprag.narrative import NarrativeStep
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dynrag.eval.boundary import knowledge_boundary
-from dynrag.eval.rundir import read_config, read_predictions
+from dynrag.datasets.boundary import knowledge_boundary
+from dynrag.io.rundir import read_config, read_predictions
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from dynrag.eval.loaders import load_examples
+from dynrag.datasets.loaders import load_examples
 from dynrag.lm import load_lm
 from dynrag.methods.dragin.scoring import reference_token_weights, reference_word_weights
 from dynrag.methods.dragin.wordscores import sentence_index

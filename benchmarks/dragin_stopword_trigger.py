@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from dynrag.eval.loaders import load_examples
+from dynrag.datasets.loaders import load_examples
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.retrieval.bm25 import BM25Index
 from dynrag.run.assemble import method_from_saved

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dynrag.eval.loaders import dataset_spec
-from dynrag.eval.rundir import read_config, read_predictions
+from dynrag.datasets.loaders import dataset_spec
+from dynrag.io.rundir import read_config, read_predictions
 from dynrag.eval.summary import summarize
 
 
@@ -42,7 +42,8 @@ def main() -> None:
     summaries = {}
     for name, (config, preds) in runs.items():
         subset = [p for p in preds if p["id"] in keep_set]
-        summary = summarize(subset, any(p.get("support") for p in subset), dataset_spec(config["dataset"]).yes_no)
+        dataset = dataset_spec(config["dataset"])
+        summary = summarize(subset, any(p.get("support") for p in subset), dataset.yes_no, dataset=dataset)
         summary["kept_per_question"] = sum(p.get("kept_tokens", p["generated_tokens"]) for p in subset) / len(subset)
         summaries[name] = (config, summary)
     ref_seconds = summaries[args.reference][1]["seconds_per_question"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dynrag.eval.rundir import read_predictions
+from dynrag.io.rundir import read_predictions
 
 
 def paired_bootstrap(diff: np.ndarray, resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:

@@ -16,12 +16,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "dynrag"
 # Top-level part of the package -> floor (docs/architecture.md draws the same map).
 FLOORS = {
     "__init__": 0, "io": 0, "errors": 0, "registry": 0, "progress": 0,
-    "text": 1, "corpus": 1, "data": 1,
+    "text": 1, "corpus": 1, "data": 1, "datasets": 1,
     "lm": 2, "retrieval": 2,
     "rerank": 3, "context": 3, "classify": 3,
     "methods": 4,
-    "eval": 5, "deeprag": 5, "config": 5, "run": 5, "world": 5,
-    "cli": 6, "demo": 6, "render": 6, "serve": 6, "__main__": 6,
+    "run": 5, "config": 5,
+    "eval": 6,
+    "training": 7,
+    "deeprag": 8,
+    "world": 9,
+    "reproduce": 10, "serve": 10,
+    "cli": 11, "demo": 11, "render": 11, "__main__": 11,
 }
 
 
@@ -40,7 +45,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-COMMANDS_FLOOR = 6  # a package's cli.py holds its commands: it stands on the command floor
+COMMANDS_FLOOR = 11  # a package's cli.py holds its commands: it stands on the command floor
 
 
 def floor_of(module: str) -> int | None:
@@ -266,7 +271,7 @@ def test_the_checker_sees_lazy_relative_and_attribute_imports(fake_module):
         ("dynrag.methods.chain", "PRESETS"), ("dynrag.retrieval.bm25", "_read"), ("dynrag.retrieval.bm25", None),
     ]
     assert floor_of("dynrag.methods.chain") == 4 > floor_of("dynrag.retrieval.factory") == 2
-    assert floor_of("dynrag.eval.cli") == 6 == floor_of("dynrag.serve.app")
+    assert floor_of("dynrag.eval.cli") == COMMANDS_FLOOR > floor_of("dynrag.serve.app") == 10
     assert floor_of("dynrag.run.plan") == 5 == floor_of("dynrag.config")
     assert reads == [(5, "dynrag.retrieval.bm25._cache")]
 

@@ -49,7 +49,7 @@ class RunConfig(Options):
     skip_bad: bool = False
     baseline: Path | None = None
     out: Path | None = None
-    scorer: str = "squad"  # eval: how answers are scored (dynrag.eval.metrics.SCORERS)
+    scorer: str = "squad"  # eval: how answers are scored (dynrag.datasets.metrics.SCORERS)
     # eval: how to run (not part of a run's identity; config.yaml does not record them)
     workers: int | Literal["auto"] | None = None  # None: auto
     dask: str | None = None  # a Dask scheduler address, e.g. tcp://HOST:8786

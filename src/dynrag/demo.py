@@ -22,7 +22,7 @@ from rich.text import Text
 
 from dynrag.corpus import read_passages
 from dynrag.data import DemoQuestion, demo_passages_path, load_demo_questions
-from dynrag.eval.metrics import score_answer
+from dynrag.datasets.metrics import score_answer
 from dynrag.lm import load_lm
 from dynrag.lm.base import LanguageModel
 from dynrag.lm.bundled import cache_root, converted_dir, resolve_bundled

@@ -4,7 +4,7 @@ import json
 
 from dynrag.data import demo_passages_path, load_demo_questions
 from dynrag.demo import ordered_demo_questions
-from dynrag.eval.metrics import normalize_answer
+from dynrag.datasets.metrics import normalize_answer
 
 
 def passages_by_id():

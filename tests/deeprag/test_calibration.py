@@ -9,9 +9,9 @@ from dynrag.corpus.passage import Passage
 from dynrag.deeprag.calibration import CalibrationRequest, _reference_scores, preference_share, run_calibration
 from dynrag.deeprag.pairs import build_pairs, heldout_question, tokenize_pair
 from dynrag.deeprag.synth import Models, SynthRequest
-from dynrag.deeprag.trainer import TrainOptions
+from dynrag.training.trainer import TrainOptions
 from dynrag.deeprag.trajectory import Trajectory
-from dynrag.eval.loaders import load_examples
+from dynrag.datasets.loaders import load_examples
 from dynrag.eval.pool import pool_contexts
 from dynrag.io.jsonl import read_jsonl
 from dynrag.lm import load_lm

@@ -3,7 +3,8 @@
 import pytest
 
 from dynrag.corpus.passage import Passage
-from dynrag.deeprag.examples import IGNORE, imitation_example
+from dynrag.deeprag.examples import imitation_example
+from dynrag.training.examples import IGNORE
 from dynrag.deeprag.trajectory import Trajectory
 from dynrag.methods.deeprag.narrative import INSTRUCTION, NarrativeStep
 

@@ -10,7 +10,7 @@ import torch
 from dynrag.corpus.passage import Passage
 from dynrag.deeprag import grpo as grpo_module
 from dynrag.deeprag.grpo import GrpoOptions, GrpoRequest, run_grpo
-from dynrag.deeprag.losses import grpo_token_losses, learned_logprobs
+from dynrag.training.losses import grpo_token_losses, learned_logprobs
 from dynrag.deeprag.rewards import RewardOptions, group_advantages, rollout_reward
 from dynrag.deeprag.rollout import narrative_tokens, spans
 from dynrag.errors import ConfigError
@@ -146,9 +146,9 @@ def test_two_step_run_interrupted_then_resumed_writes_each_step_and_rollout_once
 
 
 def test_rollouts_are_reproducible_from_the_seed(tmp_path, tiny_model_dir):
-    from dynrag.deeprag.models import load_trainable
+    from dynrag.training.models import load_trainable
     from dynrag.deeprag.rollout import sample_group
-    from dynrag.eval.loaders import load_examples
+    from dynrag.datasets.loaders import load_examples
 
     req = request(tmp_path, tiny_model_dir)
     example = next(iter(load_examples("2wikimultihopqa", req.data)))
@@ -172,7 +172,7 @@ def test_bad_options_fail_in_one_line(tmp_path, tiny_model_dir):
 
 
 def test_lora_reference_is_the_base_model_with_adapters_off():
-    from dynrag.deeprag.lora import add_lora, lora_disabled
+    from dynrag.training.lora import add_lora, lora_disabled
 
     tok = narrative_tokenizer()
     model = tiny_llama(len(tok), seed=2)
@@ -224,7 +224,7 @@ class SampledScript:
 
 def test_a_rollout_retrieves_inside_the_method_and_is_rewarded_for_it():
     from dynrag.deeprag.rollout import sample_group
-    from dynrag.eval.examples import QAExample
+    from dynrag.datasets.examples import QAExample
     from dynrag.lm.row_decode import Sampling
     from dynrag.methods.deeprag.method import DeepRag, DeepRagOptions
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from dynrag.deeprag.imitation import ImitationRequest, run_imitation
-from dynrag.deeprag.lora import LoRALinear, add_lora, merge_lora
-from dynrag.deeprag.models import plain_model
-from dynrag.deeprag.trainer import TrainOptions, plan_batches
+from dynrag.training.lora import LoRALinear, add_lora, merge_lora
+from dynrag.training.models import plain_model
+from dynrag.training.trainer import TrainOptions, plan_batches
 from dynrag.errors import ConfigError, DataError
 from dynrag.lm import load_lm
 from dynrag.methods.registry import build_method
@@ -106,7 +106,7 @@ def test_bad_trajectory_lines_and_options_are_named(tmp_path, tiny_model_dir):
 def test_method_auto_is_lora_only_above_a_billion_parameters():
     from types import SimpleNamespace
 
-    from dynrag.deeprag.trainer import settle_method
+    from dynrag.training.trainer import settle_method
 
     def sized(n):  # a stand-in model: only its parameter count is read
         return SimpleNamespace(parameters=lambda: iter([SimpleNamespace(numel=lambda: n)]))

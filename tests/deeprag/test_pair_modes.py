@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 from dynrag.cli import app
 from dynrag.corpus.passage import Passage
 from dynrag.deeprag.calibration import CalibrationRequest, run_calibration
-from dynrag.deeprag.losses import completion_logprobs
+from dynrag.training.losses import completion_logprobs
 from dynrag.deeprag.pairs import build_pairs, node_costs, pair_masks, tokenize_pair
-from dynrag.deeprag.trainer import TrainOptions
+from dynrag.training.trainer import TrainOptions
 from dynrag.deeprag.trajectory import Trajectory
 from dynrag.errors import ConfigError
 from dynrag.io.jsonl import read_jsonl

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from dynrag.deeprag.calibration import CalibrationOptions, CalibrationRequest
 from dynrag.deeprag.train_cli import train_options
-from dynrag.deeprag.trainer import TRAIN_LOG, TrainOptions, learning_rate, train_loop, warmup_of
+from dynrag.training.trainer import TRAIN_LOG, TrainOptions, learning_rate, train_loop, warmup_of
 from dynrag.errors import ConfigError
 
 

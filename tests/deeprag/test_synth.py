@@ -11,7 +11,7 @@ from dynrag.deeprag.synth import Models, SynthRequest, run_synth
 from dynrag.deeprag.teachers import phrase_subquery
 from dynrag.deeprag.trajectory import read_trajectories
 from dynrag.errors import ConfigError
-from dynrag.eval.loaders import load_examples
+from dynrag.datasets.loaders import load_examples
 from dynrag.eval.pool import pool_contexts
 from dynrag.io.jsonl import read_jsonl
 from dynrag.methods.deeprag.narrative import ANSWER, FINAL, RETRIEVE, SUBQUERY

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from dynrag.eval.boundary import Confusion, boundary_scores, confusion, knowledge_boundary
-from dynrag.eval.metrics import score_answer, yes_no
+from dynrag.datasets.boundary import Confusion, boundary_scores, confusion, knowledge_boundary
+from dynrag.datasets.metrics import score_answer, yes_no
 from dynrag.eval.summary import summarize
 
 

@@ -17,7 +17,7 @@ from dynrag.errors import ConfigError
 from dynrag.eval.execution import InProcess, Threads, auto_workers, in_flight, make_executor
 from dynrag.eval.worker import WorkerJob
 from dynrag.eval.processes import Processes, WorkerError
-from dynrag.eval.rundir import read_predictions
+from dynrag.io.rundir import read_predictions
 from dynrag.eval.runner import run_eval
 from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx

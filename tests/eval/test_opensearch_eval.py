@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from dynrag.cli import app
 from dynrag.errors import ConfigError
 from dynrag.eval.pool import pool_contexts
-from dynrag.eval.rundir import read_predictions
+from dynrag.io.rundir import read_predictions
 from dynrag.eval.runner import run_eval
 from tests.eval.fixtures import eval_plan
 from dynrag.eval.steps import load_questions

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 from dynrag.cli import app
 from dynrag.corpus import Passage
 from dynrag.errors import DynragError
-from dynrag.eval.loaders import QAExample
-from dynrag.eval.metrics import recall_at_k, reciprocal_rank, support_all_at_k
+from dynrag.datasets.loaders import QAExample
+from dynrag.datasets.metrics import recall_at_k, reciprocal_rank, support_all_at_k
 from dynrag.eval.retrieval import evaluate_retrieval
 from tests.eval import fixtures as fx
 from tests.fakes import FakeRetriever

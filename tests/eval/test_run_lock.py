@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dynrag.eval.rundir import read_predictions
+from dynrag.io.rundir import read_predictions
 from dynrag.eval.runner import run_eval
 from dynrag.io.jsonl import json_line
 from tests.eval.fixtures import eval_plan

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.eval.rundir import read_predictions
+from dynrag.io.rundir import read_predictions
 from dynrag.eval.runner import eval_config, run_eval
 from tests.eval.fixtures import eval_plan
 from dynrag.eval.summary import METRIC_KEYS, summarize

@@ -4,7 +4,7 @@ predictions as one at a time, each written once, resume-safe; bad combinations r
 import pytest
 
 from dynrag.errors import ConfigError
-from dynrag.eval.rundir import read_predictions
+from dynrag.io.rundir import read_predictions
 from dynrag.eval.runner import run_eval
 from tests.eval import fixtures as fx
 from tests.eval.fixtures import eval_plan

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from dynrag.errors import ConfigError
-from dynrag.eval.rundir import read_predictions
+from dynrag.io.rundir import read_predictions
 from dynrag.eval.runner import run_eval
 from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx

@@ -18,7 +18,7 @@ import pytest
 from dynrag.data import load_demo_questions
 from dynrag.demo import demo_index_dir, ensure_demo_index
 from dynrag.errors import ConfigError
-from dynrag.eval.rundir import read_predictions
+from dynrag.io.rundir import read_predictions
 from dynrag.eval.runner import run_eval
 from tests.eval.fixtures import eval_plan
 from dynrag.lm import load_lm

@@ -81,7 +81,7 @@ def test_each_eval_check_fails_before_the_run_directory_exists(tmp_path, change,
 
 
 def test_each_input_is_looked_up_once(tmp_path, index_dir, monkeypatch):
-    import dynrag.eval.datasets as datasets
+    import dynrag.datasets.formats as datasets
     import dynrag.run.checks as checks
     import dynrag.lm.loader as loader
 

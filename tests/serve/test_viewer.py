@@ -10,7 +10,7 @@ import shutil
 import httpx
 import pytest
 
-from dynrag.eval.loaders import QAExample
+from dynrag.datasets.loaders import QAExample
 from dynrag.eval.summary import make_record
 from tests.servers import artifacts_dir
 from tests.waiting import HANG_GUARD_S

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dynrag.eval.examples import QAExample
-from dynrag.eval.loaders import load_examples
+from dynrag.datasets.examples import QAExample
+from dynrag.datasets.formats import dataset_spec
+from dynrag.datasets.loaders import load_examples
 from dynrag.eval.summary import make_record, summarize
-from dynrag.world.decisions import retrieval_decisions
+from dynrag.datasets.world_decisions import retrieval_decisions
 from dynrag.world.entities import generate
 from dynrag.world.knowledge import Knowledge
 from dynrag.world.make import make_world
@@ -36,9 +37,10 @@ def test_the_world_loader_fills_needs_retrieval_and_eval_records_it(tmp_path: Pa
     assert all(e.needs_retrieval is None for e in load_examples("musique", tmp_path / "dev.jsonl"))
     known = next(e for e in examples if e.needs_retrieval is False)
     answer = {"answer": known.answers[0], "final_answer": known.answers[0], "retrievals": []}
-    record = make_record(known, answer, 0.1, yes_no=False)
+    world = dataset_spec("world")
+    record = make_record(known, answer, 0.1, yes_no=False, dataset=world)
     assert record["needs_retrieval"] is False and record["em"] == 1.0
-    summary = summarize([record], dataset_has_support=True, yes_no=False)
+    summary = summarize([record], dataset_has_support=True, yes_no=False, dataset=world)
     assert summary["retrieval_decisions"]["tp"] == 1
     plain = make_record(QAExample("q", "Q?", ["a"]), answer, 0.1, yes_no=False)
     assert "needs_retrieval" not in plain and "retrieval_decisions" not in summarize([plain], True, False)
@@ -56,9 +58,10 @@ def test_hops_and_subquery_decisions_reach_the_prediction_record(tmp_path: Path)
              {"kind": "answer", "details": {"subquery": multi.decomposition[1], "decision": "parametric"}}]
     answer = {"answer": "x", "final_answer": "x", "retrievals": [{"query": multi.decomposition[0], "hits": []}],
               "steps": steps}
-    record = make_record(multi, answer, 0.1, yes_no=False)
+    record = make_record(multi, answer, 0.1, yes_no=False, dataset=dataset_spec("world"))
     assert record["hops"] == [{"entity": h.entity, "known": h.known} for h in multi.hops]
     assert [d["retrieve"] for d in record["decisions"]] == [True, False]
     # other datasets' records are as before
-    plain = make_record(next(iter(load_examples("musique", tmp_path / "train.jsonl"))), answer, 0.1, yes_no=False)
+    plain = make_record(next(iter(load_examples("musique", tmp_path / "train.jsonl"))), answer, 0.1, yes_no=False,
+                        dataset=dataset_spec("musique"))
     assert "hops" not in plain and "decisions" not in plain

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dynrag.eval.loaders import load_examples
+from dynrag.datasets.loaders import load_examples
 from dynrag.world.articles import fact_sentence, write_articles
 from dynrag.world.build import build_files
 from dynrag.errors import DataError

@@ -26,12 +26,12 @@ import torch
 from pydantic import Field
 from rich.console import Console
 
-from dynrag.deeprag.imitation import attach_method, finish
-from dynrag.deeprag.losses import completion_logprobs, dpo_loss
-from dynrag.deeprag.models import is_complete, load_trainable, read_meta
+from dynrag.training.supervised import attach_method, finish
+from dynrag.training.losses import completion_logprobs, dpo_loss
+from dynrag.training.models import is_complete, load_trainable, read_meta
 from dynrag.deeprag.pairs import SYNTH_KEEP, PreferencePair, build_pairs, check_pair_mode, pair_masks, tokenize_pair
 from dynrag.deeprag.synth import Models, SynthRequest, run_synth
-from dynrag.deeprag.trainer import (
+from dynrag.training.trainer import (
     TrainOptions,
     describe_schedule,
     identity_options,

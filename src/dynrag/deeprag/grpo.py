@@ -32,19 +32,19 @@ import torch
 from pydantic import Field
 from rich.console import Console
 
-from dynrag.deeprag.imitation import attach_method, finish
-from dynrag.deeprag.losses import grpo_token_losses, learned_logprobs
-from dynrag.deeprag.lora import lora_disabled
-from dynrag.deeprag.models import is_complete, load_trainable, read_meta
-from dynrag.deeprag.plot import plot_curves
+from dynrag.training.supervised import attach_method, finish
+from dynrag.training.losses import grpo_token_losses, learned_logprobs
+from dynrag.training.lora import lora_disabled
+from dynrag.training.models import is_complete, load_trainable, read_meta
+from dynrag.training.plot import plot_curves
 from dynrag.deeprag.rewards import RewardOptions, group_advantages
 from dynrag.deeprag.rollout import RolloutLog, sample_group
-from dynrag.deeprag.trainer import (TrainOptions, describe_schedule, identity_options, model_device, pin_threads,
+from dynrag.training.trainer import (TrainOptions, describe_schedule, identity_options, model_device, pin_threads,
                                     plan_batches, schedule_meta, settle_method, train_loop)
 from dynrag.errors import ConfigError, DataError
-from dynrag.eval.datasets.registry import dataset_spec
-from dynrag.eval.examples import QAExample
-from dynrag.eval.loaders import load_aliases
+from dynrag.datasets.formats.registry import dataset_spec
+from dynrag.datasets.examples import QAExample
+from dynrag.datasets.loaders import load_aliases
 from dynrag.eval.steps import corpus_index, load_questions
 from dynrag.io.files import atomic_write_json, read_json
 from dynrag.io.lock import DirectoryLock

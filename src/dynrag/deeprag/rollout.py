@@ -25,12 +25,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from dynrag.deeprag.examples import IGNORE, imitation_example, masked_tokens, narrative_text
+from dynrag.deeprag.examples import imitation_example, narrative_text
+from dynrag.training.examples import IGNORE, masked_tokens
 from dynrag.deeprag.rewards import RewardOptions, rollout_reward
 from dynrag.deeprag.trajectory import Trajectory, parse_steps
 from dynrag.errors import DataError
-from dynrag.eval.examples import QAExample
-from dynrag.eval.metrics import score_answer
+from dynrag.datasets.examples import QAExample
+from dynrag.datasets.metrics import score_answer
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.lm.row_decode import Sampling
 from dynrag.methods.deeprag.narrative import PASSAGES_SEG, Narrative, NarrativeStep

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, Sequence
 
 from dynrag.errors import ConfigError
-from dynrag.eval.metrics import best_token_scores, exact_match, normalize_answer, yes_no
+from dynrag.datasets.metrics import best_token_scores, exact_match, normalize_answer, yes_no
 from dynrag.methods.deeprag.narrative import NarrativeStep
 
 History = tuple[NarrativeStep, ...]

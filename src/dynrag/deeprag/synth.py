@@ -44,8 +44,8 @@ from dynrag.deeprag.teachers import ModelTeacher, NoDecomposition, Teacher, chec
 from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.execution import in_flight
-from dynrag.eval.loaders import QAExample, dataset_spec, load_aliases
-from dynrag.eval.rundir import config_differences
+from dynrag.datasets.loaders import QAExample, dataset_spec, load_aliases
+from dynrag.io.rundir import config_differences
 from dynrag.lm.loader import resolve_model
 from dynrag.eval.steps import corpus_index, load_questions
 from dynrag.io.files import atomic_write_json, read_json

@@ -7,7 +7,7 @@ from typing import Any
 
 from dynrag.deeprag.search import exhaustive_nodes
 from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES
-from dynrag.eval.loaders import QAExample
+from dynrag.datasets.loaders import QAExample
 from dynrag.io.files import atomic_write_json
 from dynrag.io.jsonl import read_jsonl
 

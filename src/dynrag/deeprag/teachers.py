@@ -22,7 +22,7 @@ from typing import Callable, Protocol, Sequence
 from dynrag.corpus.passage import Passage
 from dynrag.deeprag.search import History
 from dynrag.errors import ConfigError
-from dynrag.eval.loaders import QAExample
+from dynrag.datasets.loaders import QAExample
 from dynrag.methods.deeprag.writer import NarrativeWriter
 from dynrag.registry import Options, Registry
 

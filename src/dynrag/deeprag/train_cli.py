@@ -27,7 +27,7 @@ def train_options(option: list[str], stage: str = "imitation", **flags: Any):
     elif stage == "grpo":
         from dynrag.deeprag.grpo import GrpoOptions as model
     else:
-        from dynrag.deeprag.trainer import TrainOptions as model
+        from dynrag.training.trainer import TrainOptions as model
 
     values: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     values.update(parse_pairs(option))
@@ -179,8 +179,8 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
     ) -> None:
         """Generator fine-tuning (RAG best practices): answer-only loss with gold, random or mixed passages."""
         with user_errors():
-            from dynrag.deeprag.reader_examples import check_context
-            from dynrag.deeprag.reader_train import ReaderRequest, run_reader
+            from dynrag.training.reader_examples import check_context
+            from dynrag.training.reader_train import ReaderRequest, run_reader
 
             check_context(context)
             options = train_options(option, method=method or "lora", lr=lr, epochs=epochs, max_steps=max_steps,

@@ -1,7 +1,8 @@
-"""Evaluation: benchmark loaders, metrics, the resumable runner, reports and comparison.
+"""Evaluation: the resumable runner, its executors, reports and comparison.
 
-loaders/records: the original file formats into QAExample records; metrics: SQuAD-style scores;
-pool: --corpus contexts; rundir/runner: the run directory and `dynrag eval`; summary: per-question
-records and summary figures; boundary: knowledge-boundary figures; compare: `dynrag compare`;
-cli: the two commands. docs/evaluation.md describes formats, files and metrics.
+pool: --corpus contexts; runner: `dynrag eval` over io/rundir.py's run directory; execution,
+processes, dask_cluster, worker: who answers the questions; summary: per-question records and
+summary figures; compare: `dynrag compare`; retrieval, retrieval_run: `dynrag eval-retrieval`;
+cli: the commands. The benchmark formats, records and metrics they read are in dynrag.datasets;
+docs/evaluation.md describes formats, files and metrics.
 """

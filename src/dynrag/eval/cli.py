@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from dynrag.eval.datasets import DATASETS
+from dynrag.datasets.formats import DATASETS
 from dynrag.methods.registry import METHODS
 from dynrag.retrieval.factory import RETRIEVERS, option_help
 

@@ -1,7 +1,7 @@
 """`dynrag compare`: runs side by side as a markdown table, and F1 against retrievals per question.
 
 When a `direct` (no-retrieval) run of the same data is among the runs, every other run on that
-data gets DeepRAG's four knowledge-boundary figures against it (eval/boundary.py).
+data gets DeepRAG's four knowledge-boundary figures against it (datasets/boundary.py).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.eval.boundary import knowledge_boundary
-from dynrag.eval.loaders import dataset_spec
-from dynrag.eval.rundir import SUMMARY_JSON, read_config, read_predictions, run_kind, unique_by_id
+from dynrag.datasets.boundary import knowledge_boundary
+from dynrag.datasets.loaders import dataset_spec
+from dynrag.io.rundir import SUMMARY_JSON, read_config, read_predictions, run_kind, unique_by_id
 from dynrag.eval.summary import summarize
 from dynrag.io.files import read_json
 
@@ -38,9 +38,9 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         from dynrag.eval.runner import run_scorer
 
         meta = {k: config.get(k) for k in ("method", "model", "dataset")}
+        dataset = dataset_spec(config["dataset"])
         summary = summarize(
-            predictions, any(p.get("support") for p in predictions), dataset_spec(config["dataset"]).yes_no, meta,
-            run_scorer(config),
+            predictions, any(p.get("support") for p in predictions), dataset.yes_no, meta, run_scorer(config), dataset,
         )
     config = read_config(run_dir) or {}
     return {"run": str(run_dir), "name": run_dir.name, **summary, "data_sha256": config.get("data_sha256")}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DynragError, IndexDirError
-from dynrag.eval.loaders import QAExample
-from dynrag.eval.rundir import CONTEXTS_INDEX
+from dynrag.datasets.loaders import QAExample
+from dynrag.io.rundir import CONTEXTS_INDEX
 from dynrag.retrieval.bm25 import BM25Index
 
 __all__ = ["CONTEXTS_INDEX", "contexts_index", "pool_contexts"]

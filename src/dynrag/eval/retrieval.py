@@ -23,8 +23,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dynrag.errors import ConfigError, DynragError
-from dynrag.eval.loaders import QAExample
-from dynrag.eval.metrics import recall_at_k, reciprocal_rank, support_all_at_k
+from dynrag.datasets.loaders import QAExample
+from dynrag.datasets.metrics import recall_at_k, reciprocal_rank, support_all_at_k
 from dynrag.retrieval.base import Retriever
 
 QueryTransform = Callable[[list[str]], list[str]]

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from dynrag.eval.retrieval import evaluate_retrieval, hyde_summary, write_hyde_passages, write_outputs
-from dynrag.eval.rundir import CONFIG, RETRIEVAL_RUN_FORMAT, lock_run
+from dynrag.io.rundir import CONFIG, RETRIEVAL_RUN_FORMAT, lock_run
 from dynrag.eval.steps import load_questions, run_index
 from dynrag.io.files import atomic_write_json
 from dynrag.run.plan import RunPlan

@@ -18,13 +18,14 @@ from dynrag.errors import ConfigError, DataError
 from dynrag.io.files import atomic_write_json, atomic_write_text
 from dynrag.lm.spec import ModelSpec
 from dynrag.progress import bar_columns
-from dynrag.eval.boundary import knowledge_boundary
+from dynrag.datasets.boundary import knowledge_boundary
 from dynrag.eval.execution import Executor, make_executor
 from dynrag.eval.worker import MethodFactory, WorkerJob
-from dynrag.eval.loaders import LoadReport, QAExample, dataset_spec, load_aliases
-from dynrag.eval.metrics import Scorer, open_scorer
+from dynrag.datasets.formats import Dataset
+from dynrag.datasets.loaders import LoadReport, QAExample, dataset_spec, load_aliases
+from dynrag.datasets.metrics import Scorer, open_scorer
 from dynrag.eval.steps import load_questions, run_index
-from dynrag.eval.rundir import (
+from dynrag.io.rundir import (
     SUMMARY_JSON,
     SUMMARY_MD,
     EVAL_RUN_FORMAT,
@@ -156,7 +157,7 @@ def run_eval(
                                      batch=execution.batch)
             console.print(Text(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"
                                f" ({executor.description})"), soft_wrap=True)
-            _answer_all(executor, todo, done, out, scorer, console, progress, len(examples))
+            _answer_all(executor, todo, done, out, scorer, console, progress, len(examples), dataset_spec(data.name))
 
         return write_summary(out, config, examples, report, baseline=plan.baseline, scorer=scorer, yes_no=data.yes_no)
 
@@ -201,6 +202,7 @@ def _answer_all(
     console: Console,
     progress: bool,
     total: int,
+    dataset: Dataset | None = None,
 ) -> None:
     """Answer ``todo`` with ``executor``; this loop alone appends to predictions.jsonl, one fsynced
     line per question as each finishes (in finishing order), so each is written exactly once."""
@@ -213,7 +215,8 @@ def _answer_all(
             if outcome.id in written or outcome.id not in by_id:
                 continue  # a question answered twice (a retried worker's late reply): keep the first
             written.add(outcome.id)
-            record = make_record(by_id[outcome.id], outcome.answer, outcome.seconds, yes_no=False, scorer=scorer)
+            record = make_record(by_id[outcome.id], outcome.answer, outcome.seconds, yes_no=False, scorer=scorer,
+                                 dataset=dataset)
             writer.append(record)
             records.append(record)
             bar.update(task, advance=1, stats=_stats(records))
@@ -239,9 +242,10 @@ def write_summary(
         meta["excluded_records"] = sum(report.excluded.values())
     has_support = any(ex.supporting for ex in examples)
     meta["scorer"] = config.get("scorer", "squad")
+    dataset = dataset_spec(config["dataset"])
     if yes_no is None:
-        yes_no = dataset_spec(config["dataset"]).yes_no
-    summary = summarize(predictions, has_support, yes_no, meta, scorer or run_scorer(config))
+        yes_no = dataset.yes_no
+    summary = summarize(predictions, has_support, yes_no, meta, scorer or run_scorer(config), dataset)
     if baseline is not None:
         summary["knowledge_boundary"] = baseline_figures(predictions, Path(baseline), config)
     atomic_write_json(out / SUMMARY_JSON, summary)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from dynrag.errors import DataError
-from dynrag.eval.loaders import LoadReport, QAExample, load_examples
+from dynrag.datasets.loaders import LoadReport, QAExample, load_examples
 from dynrag.eval.pool import CONTEXTS_INDEX, contexts_index, pool_contexts
 from dynrag.run.checks import check_corpus
 

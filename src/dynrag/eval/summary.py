@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dynrag.eval.loaders import QAExample, passage_key
-from dynrag.eval.metrics import Scorer, score_answer
+from dynrag.datasets.formats import Dataset
+from dynrag.datasets.loaders import QAExample, passage_key
+from dynrag.datasets.metrics import Scorer, score_answer
 
 # The figures summarize() computes; summary.json adds method/model/dataset and run notes.
 METRIC_KEYS = (
@@ -25,10 +26,12 @@ METRIC_KEYS = (
 
 
 def make_record(
-    example: QAExample, answer: Mapping[str, Any], seconds: float, yes_no: bool, scorer: Scorer | None = None
+    example: QAExample, answer: Mapping[str, Any], seconds: float, yes_no: bool, scorer: Scorer | None = None,
+    dataset: Dataset | None = None,
 ) -> dict[str, Any]:
     """One predictions.jsonl line from an example and a method's ``Answer.to_dict()``; ``scorer``
-    (default: SQuAD-style :func:`score_answer`) decides the recorded EM/F1."""
+    (default: SQuAD-style :func:`score_answer`) decides the recorded EM/F1; ``dataset``'s
+    decision scoring, when it has one, adds its fields."""
     retrievals = answer.get("retrievals") or []
     support = set(example.supporting)
     retrieved_ids: list[str] = []
@@ -62,18 +65,8 @@ def make_record(
         "generated_tokens": int(answer.get("generated_tokens") or 0),
         "kept_tokens": int(answer.get("kept_tokens", answer.get("generated_tokens")) or 0),
         "seconds": round(seconds, 3),
-        **({"needs_retrieval": example.needs_retrieval} if example.needs_retrieval is not None else {}),
-        **(_world_fields(example, answer) if example.hops else {}),
+        **(dataset.decisions.record_fields(example, answer) if dataset and dataset.decisions else {}),
     }
-
-
-def _world_fields(example: QAExample, answer: Mapping[str, Any]) -> dict[str, Any]:
-    """A generated world's hops and, where the method wrote them, its per-sub-question decisions
-    (empty for a method without sub-questions): what per-hop scoring reads (world/hops.py)."""
-    from dynrag.world.hops import step_decisions
-
-    return {"hops": [{"entity": h.entity, "known": h.known} for h in example.hops],
-            "decisions": step_decisions(answer.get("steps"))}
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -94,9 +87,10 @@ def summarize(
     yes_no: bool,
     meta: Mapping[str, Any] | None = None,
     scorer: Scorer | None = None,
+    dataset: Dataset | None = None,
 ) -> dict[str, Any]:
     """summary.json figures from prediction records; answers are re-scored (by ``scorer``, default
-    SQuAD-style), not read back."""
+    SQuAD-style), not read back; ``dataset``'s decision scoring, when it has one, adds its block."""
     preds = list(predictions)
 
     def score(p: Mapping[str, Any]):
@@ -131,10 +125,8 @@ def summarize(
         "support_recall": support_recall,
         "support_all": support_all,
     }
-    if any(p.get("needs_retrieval") is not None for p in preds):  # a generated world (docs/world.md)
-        from dynrag.world.decisions import retrieval_decisions
-
-        summary["retrieval_decisions"] = retrieval_decisions(preds, [(s.em, s.f1) for s in scores])
+    if dataset is not None and dataset.decisions is not None:  # a generated world (docs/world.md)
+        summary[dataset.decisions.summary_key] = dataset.decisions.summary_figures(preds, [(s.em, s.f1) for s in scores])
     summary.update(meta or {})
     return summary
 

@@ -58,7 +58,7 @@ def check_aliases(aliases: Path | None, dataset: str) -> None:
 def check_dataset(config: Any, *, sha256: bool) -> DatasetPlan:
     """The benchmark a RunConfig names: its registry entry, the alias rule and the data file
     (with checksums when ``sha256``: what an eval run records to notice a changed file)."""
-    from dynrag.eval.datasets import dataset_spec
+    from dynrag.datasets.formats import dataset_spec
 
     entry = dataset_spec(config.dataset)
     check_aliases(config.aliases, entry.name)

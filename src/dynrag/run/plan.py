@@ -116,8 +116,8 @@ def make_plan(config: RunConfig, *, command: Command) -> RunPlan:
     if command != "eval":
         return RunPlan(command, model, exemplars, method, retriever)
     from dynrag.run.checks import check_execution
-    from dynrag.eval.metrics import SCORERS
-    from dynrag.eval.rundir import check_run_dir
+    from dynrag.datasets.metrics import SCORERS
+    from dynrag.io.rundir import check_run_dir
 
     SCORERS.get(config.scorer)  # an unknown scorer fails now, naming the choices
     execution = Execution(config.workers if config.workers is not None else "auto", config.dask, config.concurrency,
@@ -192,7 +192,7 @@ def _retrieval_eval_plan(config: RunConfig) -> RunPlan:
     else:
         retriever = RetrieverPlan(name, options)
     dataset = check_dataset(config, sha256=False)
-    from dynrag.eval.rundir import check_run_dir
+    from dynrag.io.rundir import check_run_dir
 
     check_run_dir(Path(config.out), "eval-retrieval")
     model = _model(config.model) if config.hyde else ModelSpec.parse(config.model)

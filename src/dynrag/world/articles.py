@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from dynrag.eval.examples import passage_key
+from dynrag.datasets.examples import passage_key
 from dynrag.world.bank import RELATIONS, mention
 from dynrag.world.entities import Fact, World
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from rich.console import Console
 
-from dynrag.eval.metrics import exact_match
+from dynrag.datasets.metrics import exact_match
 from dynrag.io.files import atomic_write_json
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.progress import progress_bar

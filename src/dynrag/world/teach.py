@@ -22,12 +22,12 @@ from typing import Any, Literal, Sequence
 from pydantic import Field
 from rich.console import Console
 
-from dynrag.deeprag.examples import IGNORE, TrainExample, examples_fingerprint, masked_tokens
-from dynrag.deeprag.losses import collate, imitation_loss
-from dynrag.deeprag.lora import DEFAULT_TARGETS, add_lora, merge_lora
-from dynrag.deeprag.models import is_complete, load_trainable, read_meta, save_model_dir
-from dynrag.deeprag.plot import plot_loss
-from dynrag.deeprag.trainer import (
+from dynrag.training.examples import IGNORE, TrainExample, examples_fingerprint, masked_tokens
+from dynrag.training.losses import collate, imitation_loss
+from dynrag.training.lora import DEFAULT_TARGETS, add_lora, merge_lora
+from dynrag.training.models import is_complete, load_trainable, read_meta, save_model_dir
+from dynrag.training.plot import plot_loss
+from dynrag.training.trainer import (
     TrainOptions, describe_schedule, drop_checkpoint, identity_options, model_device, pin_threads, schedule_meta,
     settle_method, train_loop,
 )

@@ -1,0 +1,66 @@
+"""The `reproduce` command; dynrag.cli registers it through ``register``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, ContextManager, Optional
+
+import typer
+from rich.console import Console
+
+
+def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
+    @app.command("reproduce")
+    def reproduce_command(
+        table: str = typer.Argument(..., help="dragin-table2 | dragin-table3 | bestpractice-table11 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | deeprag-figure5 | deeprag-figure6 | world | bestpractice-figure3"),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions of each dataset."),
+        model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
+        retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 | dense | hybrid | milvus (default bm25)."),
+        retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE."),
+        corpus: str = typer.Option("contexts", "--corpus", help="'contexts' (each dataset's pooled paragraphs) or an index directory."),
+        data: list[str] = typer.Option([], "--data", help="DATASET=FILE (repeatable), e.g. hotpotqa=dev.json."),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="A folder holding each dataset's file at its usual place, e.g. hotpotqa/hotpot_dev_distractor_sample.json (docs/methods.md lists them)."),
+        world: Optional[Path] = typer.Option(None, "--world", metavar="DIR", help="`reproduce world`: a world directory (dynrag world make --out DIR); its test split, retrieving from its corpus."),
+        dataset: list[str] = typer.Option([], "--dataset", help="Only this dataset of the table (repeatable)."),
+        row: list[str] = typer.Option([], "--row", help="Only this row, e.g. dragin or fixed_length (repeatable)."),
+        option: list[str] = typer.Option([], "--option", help="Table option KEY=VALUE, e.g. paper_model=Llama2-7b-chat."),
+        out: Path = typer.Option(Path("runs/reproduce"), "--out", help="Where the run directories go (resumed when they exist)."),
+        write: Optional[Path] = typer.Option(None, "--write", help="Also write the markdown table to this file."),
+        run: bool = typer.Option(True, "--run/--no-run", help="--no-run: show the published numbers and finished runs only."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+        reader: list[str] = typer.Option([], "--reader", metavar="KEY=DIR", help="bestpractice-figure3: a reader trained by `dynrag train reader` (e.g. gr=ckpt/m_gr; repeatable); the base model is --model."),
+        batch: int = typer.Option(1, "--batch", min=1, metavar="N", help="Questions in flight per run, their generations decoded together by one local model."),
+    ) -> None:
+        """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
+        with user_errors():
+            from dynrag.errors import ConfigError
+            from dynrag.reproduce.runs import ReproduceRequest, reproduce
+            from dynrag.reproduce.render import render
+            from dynrag.reproduce.catalog import TABLES
+            from dynrag.io.files import atomic_write_text
+            from dynrag.registry import parse_pairs
+
+            err = Console(stderr=True)
+            if table == "bestpractice-figure3":
+                from dynrag.reproduce.bestpractice_figure3 import figure3_command
+
+                text = figure3_command(dataset=list(dataset), data=list(data), readers=parse_pairs(reader, flag="--reader"),
+                                       model=model, limit=limit, out=out, run=run, console=err,
+                                       progress=progress and err.is_terminal)
+            else:
+                if reader:
+                    raise ConfigError("--reader: only `reproduce bestpractice-figure3` reads trained readers")
+                if table not in TABLES:
+                    raise ConfigError(f"unknown table {table!r}; choose one of: {', '.join(TABLES.names())}, bestpractice-figure3")
+                req = ReproduceRequest(
+                    table=table, options=parse_pairs(option), limit=limit, model=model, retriever=retriever,
+                    retriever_options=list(retriever_option), corpus=corpus,
+                    data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
+                    data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run,
+                    batch=batch, world=world,
+                )
+                text = render(reproduce(req, console=err, progress=progress and err.is_terminal))
+            if write is not None:
+                atomic_write_text(write, text)
+            sys.stdout.write(text)

@@ -1,0 +1,86 @@
+"""The markdown ``dynrag reproduce`` prints: per dataset, our figure beside the published one and
+their difference, cell by cell."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynrag.reproduce.runs import ReproduceRequest
+from dynrag.reproduce.tables import Table
+
+
+def _figure(summary: dict[str, Any], key: str) -> float | None:
+    value: Any = summary
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value if isinstance(value, (int, float)) else None
+
+
+def _fmt(value: float | None, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _delta(ours: float | None, paper: float | None, digits: int) -> str:
+    return "–" if ours is None or paper is None else f"{ours - paper:+.{digits}f}"
+
+
+def _method_title(table: Table, req: ReproduceRequest, cols: list) -> str:
+    """The first header cell; it says so when the Δ columns set our `contexts` pool (each dataset's
+    own paragraphs) against a paper that retrieved from another corpus."""
+    if req.corpus == "contexts" and table.paper_corpus and any(c.ours and c.paper for c in cols):
+        return f"method (Δ: our `contexts` pool vs the paper's {table.paper_corpus})"
+    return "method"
+
+
+def render(report: dict[str, Any]) -> str:
+    """Markdown: per dataset, our figure, the published one and the difference, cell by cell."""
+    table: Table = report["table"]
+    req: ReproduceRequest = report["request"]
+    results = report["results"]
+    from dynrag.lm.loader import resolve_model
+
+    # A table without any published column (a figure given as bars, a generated world) has no Δ.
+    compared = any(c.paper for ds in table.datasets for c in table.columns(ds))
+    lines = [
+        f"# {table.title}" + (": ours beside the published numbers" if compared else ""),
+        "",
+        f"Ours: model `{resolve_model(req.model)}`, retriever {req.retriever or 'default (bm25; hybrid for presets)'}, "
+        f"corpus {req.corpus}, first {req.limit or 'all'} questions, scorer {table.scorer}. "
+        f"Paper: {table.paper_setting}." + (" Δ = ours − paper." if compared else ""),
+    ]
+    for ds in report.get("datasets", table.datasets):
+        specs = [s for s in table.runs if s.dataset == ds]
+        cols = table.columns(ds)
+        lines += ["", f"## {ds}", ""]
+        if ds in report["missing"]:
+            typed = "published numbers only" if table.published_cells.get(ds) else "its published cells are not typed here either"
+            lines += [f"_{report['missing'][ds]}_: {typed}.", ""]
+        header = [_method_title(table, req, cols)]
+        ours = " ours" if any(c.paper for c in cols) else ""  # no published column: nothing to tell apart
+        for c in cols:
+            header += [f"{c.title}{ours}"] if c.ours else []
+            header += [f"{c.title} paper"] if c.paper else []
+            header += [f"{c.title} Δ"] if c.ours and c.paper else []
+        lines += ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+        n_seen = set()
+        for spec in specs:
+            summary = results.get((ds, spec.key))
+            if summary:
+                n_seen.add(summary.get("n"))
+            paper_row = table.published_cells.get(ds, {}).get(spec.key, {})
+            row = [spec.label]
+            for c in cols:
+                ours = _figure(summary, c.ours) if (summary and c.ours) else None
+                paper = paper_row.get(c.paper) if c.paper else None
+                row += [_fmt(ours, c.digits)] if c.ours else []
+                row += [_fmt(paper, c.digits)] if c.paper else []
+                row += [_delta(ours, paper, c.digits)] if c.ours and c.paper else []
+            lines.append("| " + " | ".join(row) + " |")
+        if n_seen - {None}:
+            lines += ["", f"Our questions: {', '.join(str(n) for n in sorted(n_seen - {None}))}."]
+    if table.after is not None:
+        lines += table.after(results)
+    for remark in table.remarks:
+        lines += ["", remark]
+    lines += ["", *(f"Source: {n}" for n in table.notes)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,155 @@
+"""`dynrag reproduce TABLE`: every run of a paper's table with the paper's settings, beside its numbers.
+
+A table is a registry entry (``TABLES``): its runs (dataset, method, options, each the paper's or the
+authors' released setting) and the published cells it compares with (``data/published.json``, typed
+once with their source). Each run is an ordinary `dynrag eval` run directory under ``--out``, so a
+killed reproduction resumes where it stopped and tables that share runs (DRAGIN's Tables 2 and 3)
+compute them once. Datasets without data are reported and left out; the rest still runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dynrag.errors import ConfigError, DataError
+from dynrag.reproduce.catalog import open_table
+from dynrag.reproduce.tables import RunSpec, Table
+
+# Where each dataset's dev file sits inside the folder given as `--data-dir`.
+DEFAULT_FILES = {
+    "hotpotqa": "hotpotqa/hotpot_dev_distractor_sample.json",
+    "2wikimultihopqa": "2wikimultihopqa/dev_sample.json",
+    "strategyqa": "strategyqa/strategyqa_train.json",  # DRAGIN's code evaluates on StrategyQA train
+    "iirc": "iirc/dev.json",
+    "musique": "musique/musique_ans_dev_sample.jsonl",
+    "popqa": "popqa/popqa.jsonl",
+    "webquestions": "webquestions/webquestions.jsonl",  # not released in this layout: the generic JSONL
+}
+
+
+@dataclass
+class ReproduceRequest:
+    table: str
+    options: dict[str, Any] = field(default_factory=dict)  # the table's options (KEY=VALUE values)
+    limit: int | None = None
+    model: str = "bundled"
+    retriever: str | None = None
+    retriever_options: list[str] = field(default_factory=list)
+    corpus: str = "contexts"
+    data: dict[str, Path] = field(default_factory=dict)  # dataset -> file
+    data_dir: Path | None = None
+    out: Path = Path("runs/reproduce")
+    datasets: list[str] | None = None  # only these of the table's datasets
+    rows: list[str] | None = None  # only these rows (run keys, e.g. dragin)
+    run: bool = True  # False: resolve data and show what would run, and the published numbers
+    batch: int = 1  # questions in flight per run, their generations batched (not part of a run's identity)
+    world: Path | None = None  # `reproduce world`: the world directory (dynrag world make --out)
+
+
+def find_data(table: Table, req: ReproduceRequest) -> tuple[dict[str, Path], dict[str, str]]:
+    """(dataset -> file for those found, dataset -> why not for the rest)."""
+    unknown = sorted(set(req.data) - set(table.datasets))
+    if unknown:
+        raise ConfigError(f"--data {unknown[0]}=...: table {table.name!r} has datasets {', '.join(table.datasets)}")
+    wanted = table.datasets if req.datasets is None else req.datasets
+    bad = sorted(set(wanted) - set(table.datasets))
+    if bad:
+        raise ConfigError(f"--dataset {bad[0]!r}: table {table.name!r} has datasets {', '.join(table.datasets)}")
+    found, missing = {}, {}
+    for ds in wanted:
+        if ds in req.data:
+            path = Path(req.data[ds])
+            if not path.is_file():
+                raise DataError(str(path), f"--data {ds}=: no such file")
+            found[ds] = path
+        elif req.data_dir is not None and (Path(req.data_dir) / DEFAULT_FILES[ds]).is_file():
+            found[ds] = Path(req.data_dir) / DEFAULT_FILES[ds]
+        else:
+            where = f" or put it at {Path(req.data_dir) / DEFAULT_FILES[ds]}" if req.data_dir else " or --data-dir DIR"
+            missing[ds] = f"no data: give --data {ds}=PATH{where}"
+    return found, missing
+
+
+def slug(text: str) -> str:
+    """A directory name for a setting: its safe characters, long ones cut to a tail and a hash."""
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+    if len(clean) > 60:  # long paths (hf:/some/dir) keep a readable tail and a hash
+        clean = clean[-40:] + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    return clean
+
+
+def run_dir(req: ReproduceRequest, spec: RunSpec) -> Path:
+    """Shared by tables and paper models: the same model, retriever, corpus, method settings and
+    limit give the same directory (a short hash of the settings tells settings apart)."""
+    from dynrag.lm.loader import resolve_model
+
+    setting = f"{resolve_model(req.model)}_{req.retriever or 'default'}_{req.corpus}"
+    digest = hashlib.sha256(
+        json.dumps([spec.method, spec.options, spec.retriever] + ([spec.model] if spec.model else []),
+                   sort_keys=True).encode()
+    ).hexdigest()[:6]
+    return Path(req.out) / slug(setting) / spec.dataset / f"{spec.key}-{digest}-n{req.limit or 'all'}"
+
+
+def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method_factory=None) -> dict[str, Any]:
+    """Run (or resume) every run of the table that has data; returns what `render` prints.
+
+    ``method_factory`` is the eval runner's (tests pass a fast stand-in)."""
+    from rich.console import Console
+
+    from dynrag.config import load_run_config
+    from dynrag.eval.runner import run_eval
+    from dynrag.run.plan import make_plan
+
+    console = console or Console(stderr=True)
+    if req.limit is not None and req.limit < 1:
+        raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
+    table = open_table(req.table, req.options)
+    if table.prepare is not None:
+        req = table.prepare(req)
+    elif req.world is not None:
+        raise ConfigError(f"--world: table {req.table!r} does not read a world; only `reproduce world` does")
+    found, missing = find_data(table, req)
+    for ds, why in missing.items():
+        console.print(f"[yellow]{ds}: {why}; its rows are left out[/yellow]")
+    results: dict[tuple[str, str], dict[str, Any] | None] = {}
+    keys = list(dict.fromkeys(s.key for s in table.runs))
+    bad = sorted(set(req.rows or []) - set(keys))
+    if bad:
+        raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
+    todo = [s for s in table.runs if s.dataset in found and (req.rows is None or s.key in req.rows)]
+    by_key = {(s.dataset, s.key): s for s in table.runs}
+    wanted = {(s.dataset, s.baseline) for s in todo if s.baseline} | {(s.dataset, s.key) for s in todo}
+    # a row's baseline runs before it, once
+    todo = [s for s in table.runs if (s.dataset, s.key) in wanted and s.dataset in found]
+    baselines = {s.baseline for s in table.runs if s.baseline}
+    todo.sort(key=lambda s: s.key not in baselines)  # stable: table order otherwise
+    for i, spec in enumerate(todo, 1):
+        out = run_dir(req, spec)
+        console.print(f"[bold]run {i}/{len(todo)}[/bold] {spec.dataset} {spec.label}: {out}")
+        if not req.run:
+            results[(spec.dataset, spec.key)] = _existing_summary(out)
+            continue
+        flags = dict(
+            dataset=spec.reader or spec.dataset, data=found[spec.dataset], method=spec.method, out=out, corpus=req.corpus,
+            limit=req.limit, model=spec.model or req.model, options=dict(spec.options),
+            retriever=spec.retriever or req.retriever, scorer=table.scorer, workers=1,
+            batch=req.batch if req.batch > 1 and method_factory is None else None,
+            baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,
+        )
+        plan = make_plan(load_run_config(None, flags, retriever_pairs=list(req.retriever_options)), command="eval")
+        results[(spec.dataset, spec.key)] = run_eval(
+            plan, method_factory=method_factory, console=console, progress=progress
+        )
+    shown = [ds for ds in table.datasets if ds in found or ds in missing]
+    return {"table": table, "results": results, "missing": missing, "request": req, "datasets": shown}
+
+
+def _existing_summary(out: Path) -> dict[str, Any] | None:
+    path = out / "summary.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None

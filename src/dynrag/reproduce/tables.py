@@ -1,0 +1,81 @@
+"""What a paper table is: its runs (dataset, method, options: the paper's or the authors' released
+settings), its columns and the published cells it is compared with (``data/published.json``), and
+the ``TABLES`` registry the papers' modules (dragin, deeprag, bestpractice, world) fill."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from dynrag.data import data_path
+from dynrag.io.files import read_json
+from dynrag.registry import Registry
+
+@lru_cache(maxsize=1)
+def published() -> dict[str, Any]:
+    """The typed published numbers and released settings (``data/published.json``)."""
+    path = data_path("published.json")
+    return read_json(path, "published numbers")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a table: a row (``key``, ``label``) on one dataset."""
+
+    dataset: str
+    key: str  # the row's key in the published cells, and the run directory's name
+    label: str
+    method: str
+    options: dict[str, Any]
+    retriever: str | None = None  # None: the command's --retriever (or the method's default)
+    model: str | None = None  # None: the command's --model (DeepRAG's rows name their checkpoints)
+    baseline: str | None = None  # the key of the row whose run is this run's --baseline (same dataset)
+    reader: str | None = None  # the loader of the dataset's file when it is not `dataset` (e.g. jsonl)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column group: our summary figure beside the published metric, and their difference."""
+
+    title: str
+    ours: str | None  # summary.json key ("a.b" for a nested one), or None when we have no such figure
+    paper: str | None  # published metric key, or None when the paper gives none
+    digits: int = 3
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    datasets: list[str]
+    runs: list[RunSpec]
+    columns: Callable[[str], list[Column]]  # per dataset
+    published_cells: dict[str, dict[str, dict[str, float]]]  # dataset -> row key -> metric -> value
+    paper_setting: str  # one line: what the published numbers were measured with
+    scorer: str = "squad"
+    notes: list[str] = field(default_factory=list)  # printed as "Source: ..."
+    paper_corpus: str | None = None  # what the paper retrieved from, when it is not what `contexts` pools
+    remarks: list[str] = field(default_factory=list)  # printed as they are, after the tables
+    # The request with what the table finds for itself (data file, corpus), before anything runs.
+    prepare: Callable[[Any], Any] | None = None
+    # Lines computed from the results ({(dataset, row key): summary or None}), after the tables.
+    after: Callable[[dict[tuple[str, str], Any]], list[str]] | None = None
+
+
+TABLES: Registry[Callable[..., Table]] = Registry("table")
+
+# What the papers of DRAGIN and DeepRAG retrieved from, named in their tables' Δ headers.
+WIKIPEDIA_BM25 = "BM25 over Wikipedia"
+
+
+def paper_cells(table: str, group: str) -> dict[str, Any]:
+    """The published cells of ``table`` for ``group`` (a paper model, or "paper"): row -> metric -> value."""
+    return published()["tables"][table]["cells"].get(group, {})
+
+def answer_columns(dataset: str) -> list[Column]:
+    """EM and F1, or accuracy for a yes/no dataset."""
+    if dataset == "strategyqa":
+        return [Column("accuracy", "accuracy", "accuracy")]
+    return [Column("EM", "em", "em"), Column("F1", "f1", "f1")]

@@ -1,0 +1,214 @@
+"""`dynrag reproduce world --world DIR`: every method on a generated world's test split, retrieving
+from the world's own corpus, with the decision figures a world makes possible and four claims of
+the adaptive-retrieval papers checked on them (each line computed from the runs, never typed).
+
+The corpus is a BM25 index of ``DIR/corpus.jsonl``, built once under ``--out`` (named by the
+corpus's sha256, so a rebuilt world gets a new index); ``--corpus INDEX_DIR`` replaces it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from dynrag.errors import ConfigError, DataError
+from dynrag.reproduce.deeprag import deeprag_options
+from dynrag.reproduce.tables import TABLES, Column, RunSpec, Table, published
+from dynrag.registry import Options
+
+DATASET = "world"
+INDEX_DIR = "world-index"  # under --out: one BM25 index per world corpus (by its sha256)
+
+
+class WorldTableOptions(Options):
+    imitation: str | None = Field(None, description="model spec of a stage-I checkpoint (dynrag train imitation)")
+    calibration: str | None = Field(None, description="model spec of a stage-II checkpoint (dynrag train calibration)")
+
+
+def world_runs(options: WorldTableOptions) -> list[RunSpec]:
+    """The rows: closed book, one retrieval, the fixed schedules, FLARE, both DRAGIN variants,
+    deeprag untrained and, when given, its stage-I and stage-II checkpoints; top-3 throughout."""
+    top = {"k": 3}
+    runs = [
+        RunSpec(DATASET, "direct", "direct (closed book)", "direct", {}),
+        RunSpec(DATASET, "single", "single retrieval", "single", top),
+        RunSpec(DATASET, "fixed_length", "FL-RAG", "fixed_length", {**top, "n": 25, "first_retrieval": True}),
+        RunSpec(DATASET, "fixed_sentence", "FS-RAG", "fixed_sentence", {**top, "first_retrieval": True}),
+        RunSpec(DATASET, "flare", "FLARE", "flare", top),
+        RunSpec(DATASET, "dragin", "DRAGIN (paper variant)", "dragin", {**top, "variant": "paper"}),
+        RunSpec(DATASET, "dragin_reference", "DRAGIN (reference variant)", "dragin", {**top, "variant": "reference"}),
+        RunSpec(DATASET, "deeprag_untrained", "deeprag untrained", "deeprag", deeprag_options(DATASET)),
+    ]
+    if options.imitation:
+        runs.append(RunSpec(DATASET, "deeprag_imi", "DeepRAG-Imi (stage I)", "deeprag", deeprag_options(DATASET),
+                            model=options.imitation))
+    if options.calibration:
+        runs.append(RunSpec(DATASET, "deeprag", "DeepRAG (stage II)", "deeprag", deeprag_options(DATASET),
+                            model=options.calibration))
+    return runs
+
+
+RD = "retrieval_decisions"
+COLUMNS = [
+    Column("EM", "em", None), Column("F1", "f1", None),
+    Column("retrievals/question", "retrievals_per_question", None, 2),
+    Column("r/q all known", f"{RD}.retrievals_all_known", None, 2),
+    Column("r/q needs retrieval", f"{RD}.retrievals_needs_retrieval", None, 2),
+    Column("queries naming an unknown entity", f"{RD}.entity_queries.share", None),
+    Column("question MCC", f"{RD}.mcc", None),
+    Column("hop precision", f"{RD}.per_hop.precision", None),
+    Column("hop recall", f"{RD}.per_hop.recall", None),
+    Column("hop MCC", f"{RD}.per_hop.mcc", None),
+]
+GROUPS = [("hops_1", "1 hop"), ("hops_2", "2 hops"), ("hops_3", "3 hops"), ("all_known", "all known"),
+          ("needs_retrieval", "needs retrieval")]
+
+
+def world_index(world: Path, out: Path, build: bool) -> Path:
+    """The BM25 index of the world's corpus under ``out``, built when ``build`` and not there yet."""
+    corpus = world / "corpus.jsonl"
+    if not corpus.is_file():
+        raise DataError(str(corpus), "the world has no corpus (make it again with `dynrag world make --out DIR`)")
+    path = out / INDEX_DIR / hashlib.sha256(corpus.read_bytes()).hexdigest()[:16]
+    if build and not (path / "manifest.json").is_file():
+        from dynrag.corpus import read_passages
+        from dynrag.retrieval.index_build import build_index
+
+        build_index(read_passages(corpus), path, progress=False)
+    return path
+
+
+def prepare(req: Any) -> Any:
+    """The request with the world's test split as the data and its index as the corpus."""
+    from dynrag.world.make import read_manifest
+
+    if req.world is None:
+        raise ConfigError("reproduce world needs --world DIR, a directory written by `dynrag world make --out DIR`")
+    world = Path(req.world)
+    if not world.is_dir():
+        raise DataError(str(world), "--world: no such directory (make a world with `dynrag world make --out DIR`)")
+    read_manifest(world)  # a clear error when DIR holds no world
+    if req.data or req.data_dir is not None:
+        raise ConfigError("--data/--data-dir: the world table reads DIR/test.jsonl of --world DIR; drop them")
+    test = world / "test.jsonl"
+    if not test.is_file():
+        raise DataError(str(test), "the world has no test split (make it again with `dynrag world make --out DIR`)")
+    corpus = str(world_index(world, Path(req.out), build=req.run)) if req.corpus == "contexts" else req.corpus
+    return replace(req, data={DATASET: test}, corpus=corpus)
+
+
+# ---- what is printed under the table ------------------------------------------------------------
+
+
+def _get(summary: dict[str, Any] | None, *path: str) -> Any:
+    value: Any = summary
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _f(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _verdict(ok: bool) -> str:
+    return "holds" if ok else "does not hold"
+
+
+def breakdown(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> list[str]:
+    """EM / retrievals per question of each row, per question group."""
+    sizes: dict[str, int] = {}
+    for spec in runs:
+        for key, _ in GROUPS:
+            n = _get(results.get((DATASET, spec.key)), RD, "groups", key, "n")
+            if n is not None:
+                sizes.setdefault(key, n)
+    header = ["method"] + [f"{title} (n={sizes[key]})" if key in sizes else title for key, title in GROUPS]
+    lines = ["", "### By question group: EM / retrievals per question", "",
+             "| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    for spec in runs:
+        cells = [spec.label]
+        for key, _ in GROUPS:
+            group = _get(results.get((DATASET, spec.key)), RD, "groups", key)
+            cells.append("–" if not group else f"{_f(group['em'])} / {_f(group['retrievals_per_question'], 2)}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def claim_less_on_known(results: dict[str, Any]) -> str:
+    text = "(i) DRAGIN and FLARE retrieve less on all-known questions than on those that need retrieval"
+    figures, ok = [], True
+    for key, name in (("dragin", "DRAGIN"), ("flare", "FLARE")):
+        known, needs = _get(results.get(key), RD, "retrievals_all_known"), _get(results.get(key), RD, "retrievals_needs_retrieval")
+        if results.get(key) is None:
+            return f"- {text}: {name} was not run."
+        if known is None or needs is None:
+            return f"- {text}: {name} has no {'all-known' if known is None else 'needs-retrieval'} question to compare."
+        figures.append(f"{name} {_f(known, 2)} vs {_f(needs, 2)}")
+        ok = ok and known < needs
+    return f"- {text}: {', '.join(figures)} retrievals per question: {_verdict(ok)}."
+
+
+def claim_multi_hop(results: dict[str, Any]) -> str:
+    text = "(ii) DRAGIN's EM on multi-hop questions is at least single retrieval's"
+    dragin, single = (_get(results.get(k), RD, "groups", "multi_hop") for k in ("dragin", "single"))
+    for key, group in (("DRAGIN", dragin), ("single", single)):
+        if group is None:
+            return f"- {text}: {key} was not run or saw no multi-hop question."
+    return (f"- {text}: DRAGIN {_f(dragin['em'])}, single {_f(single['em'])} on {dragin['n']} questions: "
+            f"{_verdict(dragin['em'] >= single['em'])}.")
+
+
+def claim_stage_two(results: dict[str, Any]) -> str:
+    text = ("(iii) DeepRAG stage II retrieves less than stage I at equal or better EM, with the best question "
+            "MCC of all methods")
+    two, one = results.get("deeprag"), results.get("deeprag_imi")
+    if two is None or one is None:
+        return f"- {text}: not run (give --option imitation=CKPT and --option calibration=CKPT)."
+    others = [(_get(s, RD, "mcc"), k) for k, s in results.items() if s is not None and s is not two]
+    best_other = max((m for m in others if m[0] is not None), default=(None, None))
+    mcc_two = _get(two, RD, "mcc")
+    ok = (two["retrievals_per_question"] < one["retrievals_per_question"] and two["em"] >= one["em"]
+          and mcc_two is not None and (best_other[0] is None or mcc_two >= best_other[0]))
+    return (f"- {text}: stage II {_f(two['retrievals_per_question'], 2)} retrievals/question at EM {_f(two['em'])}, "
+            f"stage I {_f(one['retrievals_per_question'], 2)} at EM {_f(one['em'])}; MCC {_f(mcc_two)}, best of the "
+            f"others {_f(best_other[0])} ({best_other[1] or 'none'}): {_verdict(ok)}.")
+
+
+def claim_decisions(results: dict[str, Any]) -> str:
+    text = "(iv) DeepRAG's retrieve decisions pick out unknown hops (precision above the share of unknown hops)"
+    for key, name in (("deeprag", "DeepRAG"), ("deeprag_imi", "DeepRAG-Imi"), ("deeprag_untrained", "deeprag untrained")):
+        if results.get(key) is None:
+            continue
+        hop = _get(results[key], RD, "per_hop")
+        if not hop:
+            return f"- {text}: {name} recorded no sub-question decisions."
+        ok = hop["precision"] is not None and hop["unknown_share"] is not None and hop["precision"] > hop["unknown_share"]
+        return (f"- {text}: {name} precision {_f(hop['precision'])}, recall {_f(hop['recall'])} over {hop['matched']} "
+                f"matched hops (unknown share {_f(hop['unknown_share'])}): {_verdict(ok)}.")
+    return f"- {text}: not run."
+
+
+def claims(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> list[str]:
+    """The claim lines, each with its figures and whether it holds on these runs."""
+    by_key = {spec.key: results.get((DATASET, spec.key)) for spec in runs}
+    return ["", "### Claims", "",
+            *(f(by_key) for f in (claim_less_on_known, claim_multi_hop, claim_stage_two, claim_decisions))]
+
+
+@TABLES.register("world", WorldTableOptions, "every method on a generated world's test split, with per-decision figures and four claims checked")
+def world_table(options: WorldTableOptions) -> Table:
+    runs = world_runs(options)
+    return Table(
+        "world", "A generated world (test split)", [DATASET], runs, lambda _: COLUMNS, {},
+        "no published numbers: the claims below come from the DRAGIN, FLARE and DeepRAG papers",
+        notes=[published()["tables"]["world"]["source"]],
+        remarks=["Multi-hop: two or three hops, comparisons included. Decision figures: question MCC takes "
+                 "\"did not retrieve\" against \"no hop unknown\"; hop precision, recall and MCC take \"retrieved\" "
+                 "against \"this hop's fact is unknown\" and exist only for methods that write sub-questions."],
+        prepare=prepare, after=lambda results: breakdown(runs, results) + claims(runs, results),
+    )

@@ -1,0 +1,151 @@
+"""`dynrag reproduce world`: the runs on a tiny world's test split over its own index, the table,
+the breakdown and the claim lines computed from the runs' figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dynrag.cli import app
+from dynrag.errors import ConfigError, DataError
+from dynrag.reproduce.runs import ReproduceRequest, reproduce
+from dynrag.reproduce.render import render
+from dynrag.reproduce.world import claims, world_runs, WorldTableOptions
+from dynrag.methods.base import Answer, Retrieval, Step, Trace
+from dynrag.methods.registry import parse_options
+from dynrag.world.entities import generate
+from dynrag.world.knowledge import Knowledge
+from dynrag.world.make import make_world
+from tests.reproduce.test_deeprag import checkpoints
+from tests.world.fixtures import TINY
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("world")
+    make_world(TINY, out, Knowledge("m", {f.id: "known" for f in generate(TINY).facts if f.real}))
+    return out
+
+
+class ScriptedWorldMethod:
+    """Answers one-hop questions right (every method) and multi-hop ones right only for `single`;
+    DRAGIN and FLARE retrieve only on questions that need it, the rest once each (closed book never);
+    deeprag writes one decision per hop, retrieving exactly the unknown ones, except a stage-I
+    checkpoint, which retrieves for every hop."""
+
+    name = "scripted"
+
+    def __init__(self, config, retriever, records):
+        self.config, self.retriever, self.records = config, retriever, records
+
+    def answer(self, question: str) -> Answer:
+        r, method = self.records[question], self.config["method"]
+        trace = Trace(question, method, "fake", {})
+        hops = r["question_decomposition"]
+        right = len(hops) == 1 or method == "single"
+        final = r["answer"] if right else "unknown"
+        if method == "deeprag":
+            stage_one = "imi" in str(self.config.get("model"))
+            for i, h in enumerate(hops, 1):
+                retrieve = stage_one or h["known"] is False
+                if retrieve:
+                    trace.retrievals.append(Retrieval(h["question"], self.retriever.search(h["question"], 3)))
+                trace.steps.append(Step("answer", h["answer"], h["answer"], 1, None, {
+                    "step": i, "subquery": h["question"], "decision": "retrieve" if retrieve else "parametric"}))
+        elif self.retriever is not None and (r["world"]["needs_retrieval"] or method not in ("dragin", "flare")):
+            trace.retrievals.append(Retrieval(question, self.retriever.search(question, 3)))
+        trace.steps.append(Step("generate", final, final, 1))
+        return Answer(f"So the answer is {final}.", final, trace)
+
+
+def factory(world: Path, built: list):
+    records = {r["question"]: r for r in map(json.loads, (world / "test.jsonl").read_text().splitlines())}
+
+    def make(config, retriever):
+        built.append(config)
+        return ScriptedWorldMethod(config, retriever, records)
+
+    return make
+
+
+def test_world_rows_are_valid_option_sets():
+    runs = world_runs(WorldTableOptions(imitation="hf:a", calibration="hf:b"))
+    assert [r.key for r in runs] == ["direct", "single", "fixed_length", "fixed_sentence", "flare", "dragin",
+                                     "dragin_reference", "deeprag_untrained", "deeprag_imi", "deeprag"]
+    assert {r.options.get("variant") for r in runs if r.method == "dragin"} == {"paper", "reference"}
+    for run in runs:
+        parse_options(run.method, run.options)
+
+
+def test_reproduce_world_runs_the_test_split_over_the_worlds_index(tmp_path, world):
+    built: list = []
+    req = ReproduceRequest(table="world", world=world, out=tmp_path / "runs")
+    report = reproduce(req, method_factory=factory(world, built), progress=False)
+    assert len(built) == 8 and {c["dataset"] for c in built} == {"world"}
+    assert all(c["data"] == str(world / "test.jsonl") for c in built)
+    index = Path(report["request"].corpus)
+    assert index.parent == tmp_path / "runs" / "world-index" and (index / "manifest.json").is_file()
+    text = render(report)
+    assert text.startswith("# A generated world (test split)\n") and "Δ" not in text
+    # the method table: EM, F1, retrievals and the decision columns (no published column: no "ours")
+    assert "| method | EM | F1 | retrievals/question | r/q all known | r/q needs retrieval |" in text
+    # deeprag untrained retrieves the 25 unknown hops of the 31 exactly: hop precision, recall and MCC 1;
+    # its later sub-questions write "#1" for the entity, so 16 of its 25 queries name it
+    assert "| deeprag untrained | 0.550 | 0.550 | 1.25 | 0.00 | 1.56 | 0.640 | 1.000 | 1.000 | 1.000 | 1.000 |" in text
+    assert "| FLARE | 0.550 | 0.550 | 0.80 | 0.00 | 1.00 | 1.000 | 1.000 | – | – | – |" in text
+    assert "| DRAGIN (paper variant) | 0.550 | 0.550 | 0.80 | 0.00 | 1.00 |" in text
+    # the breakdown: 11 one-hop questions answered by all, 9 multi-hop ones by single only
+    assert "| method | 1 hop (n=11) | 2 hops (n=7) | 3 hops (n=2) | all known (n=4) | needs retrieval (n=16) |" in text
+    assert "| single retrieval | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 |" in text
+    # claim lines, from the figures: (i) holds, (ii) does not, (iii) not run, (iv) holds
+    assert ("- (i) DRAGIN and FLARE retrieve less on all-known questions than on those that need retrieval: "
+            "DRAGIN 0.00 vs 1.00, FLARE 0.00 vs 1.00 retrievals per question: holds.") in text
+    assert ("- (ii) DRAGIN's EM on multi-hop questions is at least single retrieval's: DRAGIN 0.000, single 1.000 "
+            "on 9 questions: does not hold.") in text
+    assert "- (iii) DeepRAG stage II" in text and "not run (give --option imitation=CKPT" in text
+    assert "deeprag untrained precision 1.000, recall 1.000 over 31 matched hops (unknown share 0.806): holds." in text
+
+    again: list = []
+    reproduce(req, method_factory=factory(world, again), progress=False)
+    assert again == []  # resumed: every run finished
+
+
+def test_both_checkpoints_add_the_stage_rows_and_the_stage_claim(tmp_path, world):
+    specs = checkpoints(tmp_path, "imi", "coc")
+    built: list = []
+    req = ReproduceRequest(table="world", world=world, out=tmp_path / "runs",
+                           options={"imitation": specs["imi"], "calibration": specs["coc"]})
+    text = render(reproduce(req, method_factory=factory(world, built), progress=False))
+    assert [(c["method"], c["model"]) for c in built][-2:] == [("deeprag", specs["imi"]), ("deeprag", specs["coc"])]
+    # stage I retrieves every hop (31 over 20 questions), stage II only the 25 unknown ones, at the same EM
+    assert ("stage II 1.25 retrievals/question at EM 0.550, stage I 1.55 at EM 0.550; MCC 1.000, best of the "
+            "others 1.000 (flare): holds.") in text
+    assert "(iv) DeepRAG's retrieve decisions" in text and "DeepRAG precision 1.000" in text
+
+
+def test_claims_are_computed_from_the_figures():
+    runs = world_runs(WorldTableOptions())
+    def summary(known, needs):
+        return {"retrieval_decisions": {"retrievals_all_known": known, "retrievals_needs_retrieval": needs}}
+    lines = claims(runs, {("world", "dragin"): summary(0.5, 2.0), ("world", "flare"): summary(2.0, 1.0)})
+    assert lines[3].endswith("DRAGIN 0.50 vs 2.00, FLARE 2.00 vs 1.00 retrievals per question: does not hold.")
+    assert "DRAGIN was not run or saw no multi-hop question" in lines[4] and "(iv)" in lines[6] and lines[6].endswith("not run.")
+
+
+def test_a_missing_world_is_a_clear_error(tmp_path, world):
+    with pytest.raises(DataError, match="no such directory"):
+        reproduce(ReproduceRequest(table="world", world=tmp_path / "nope", out=tmp_path / "r"), progress=False)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no world here"):
+        reproduce(ReproduceRequest(table="world", world=tmp_path / "empty", out=tmp_path / "r"), progress=False)
+    with pytest.raises(ConfigError, match="needs --world DIR"):
+        reproduce(ReproduceRequest(table="world", out=tmp_path / "r"), progress=False)
+    with pytest.raises(ConfigError, match="only `reproduce world`"):
+        reproduce(ReproduceRequest(table="dragin-table2", world=world, out=tmp_path / "r", run=False), progress=False)
+    r = CliRunner().invoke(app, ["reproduce", "world", "--no-run", "--world", str(tmp_path / "nope")])
+    assert r.exit_code == 1 and "no such directory" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["reproduce", "world", "--no-run", "--world", str(world), "--out", str(tmp_path / "r")])
+    assert r.exit_code == 0 and "| DRAGIN (reference variant) | – |" in r.output and "(iii)" in r.output
