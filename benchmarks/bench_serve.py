@@ -39,7 +39,7 @@ MAX_CLIENTS, MAX_REQUESTS, MAX_ROUNDS, MAX_SECONDS = 16, 20, 5, 1800
 def local_method(method_name: str, options: dict):
     from rich.console import Console
 
-    from dynrag.demo import ensure_demo_index
+    from dynrag.retrieval.demo_index import ensure_demo_index
     from dynrag.lm import load_lm
     from dynrag.methods.prompting import PromptBuilder
     from dynrag.methods.registry import build_method

@@ -9,7 +9,6 @@ it found and the answer. `dynrag demo --full` answers all 30 demo questions clos
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import time
 from dataclasses import dataclass
@@ -20,8 +19,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from dynrag.corpus import read_passages
-from dynrag.data import DemoQuestion, demo_passages_path, load_demo_questions
+from dynrag.data import DemoQuestion, load_demo_questions
 from dynrag.datasets.metrics import score_answer
 from dynrag.lm import load_lm
 from dynrag.lm.base import LanguageModel
@@ -32,7 +30,7 @@ from dynrag.config import RunConfig
 from dynrag.run.assemble import make_method
 from dynrag.run.plan import RunPlan, make_plan
 from dynrag.render import final_line, render_answer, render_trace
-from dynrag.retrieval.bm25 import BM25Index
+from dynrag.retrieval.demo_index import demo_index_dir, ensure_demo_index
 
 # The quick demo's questions: on each, the bundled model's closed-book guess is wrong, and dragin
 # retrieves while it writes (benchmarks/RESULTS.md, "The one-minute demo").
@@ -43,20 +41,6 @@ QUICK_OPTIONS: dict[str, dict[str, int]] = {
     "single": {"max_new_tokens": 40},
     "dragin": {"max_new_tokens": 40, "chunk_tokens": 32, "max_retrievals": 2},
 }
-
-
-def demo_index_dir() -> Path:
-    """The demo index lives in the cache, keyed by the corpus file's hash so edits rebuild it."""
-    digest = hashlib.sha256(demo_passages_path().read_bytes()).hexdigest()[:12]
-    return cache_root() / f"demo-index-{digest}"
-
-
-def ensure_demo_index(console: Console) -> BM25Index:
-    out = demo_index_dir()
-    if not (out / "manifest.json").exists():
-        console.print(Text(f"building the demo index in {out}"))
-        BM25Index.build(read_passages(demo_passages_path()), out, progress=True)
-    return BM25Index.load(out, backend="numpy")
 
 
 def ordered_demo_questions() -> list[DemoQuestion]:

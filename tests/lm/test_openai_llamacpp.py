@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from dynrag.data import load_demo_questions
-from dynrag.demo import demo_index_dir, ensure_demo_index
+from dynrag.retrieval.demo_index import demo_index_dir, ensure_demo_index
 from dynrag.errors import ConfigError
 from dynrag.io.rundir import read_predictions
 from dynrag.eval.runner import run_eval

@@ -122,7 +122,7 @@ def choose_batch(requested: int | None, lm) -> int:
 
 
 def demo_index(console: Console) -> Path:
-    from dynrag.demo import demo_index_dir, ensure_demo_index
+    from dynrag.retrieval.demo_index import demo_index_dir, ensure_demo_index
 
     ensure_demo_index(console)
     return demo_index_dir()
