@@ -202,7 +202,7 @@ def _answer_all(
     console: Console,
     progress: bool,
     total: int,
-    dataset: Dataset | None = None,
+    dataset: Dataset,
 ) -> None:
     """Answer ``todo`` with ``executor``; this loop alone appends to predictions.jsonl, one fsynced
     line per question as each finishes (in finishing order), so each is written exactly once."""

@@ -10,7 +10,3 @@ from dynrag.reproduce.tables import TABLES, Table
 
 def open_table(name: str, options: dict[str, Any] | None = None) -> Table:
     return TABLES.open(name, options or {})
-
-
-def table_names() -> list[str]:
-    return list(TABLES.names())

@@ -7,8 +7,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from dynrag.datasets.formats import dataset_spec
 from dynrag.registry import Options
-from dynrag.reproduce.tables import TABLES, WIKIPEDIA_BM25, Column, RunSpec, Table, answer_columns, paper_cells, published
+from dynrag.reproduce.tables import TABLES, WIKIPEDIA_BM25, Column, RunSpec, Table, paper_cells, published
 
 # Run options every interleaving method gets here: the authors' loops have no retrieval or step cap
 # (their token budget ends them), so ours are set out of the way.
@@ -52,6 +53,13 @@ def dragin_runs(paper_model: str, datasets: list[str], keys: list[str]) -> list[
         }
         runs += [by_key[k] for k in keys]
     return runs
+
+
+def answer_columns(dataset: str) -> list[Column]:
+    """EM and F1, or accuracy for a yes/no dataset (StrategyQA), as the paper reports them."""
+    if dataset_spec(dataset).yes_no:
+        return [Column("accuracy", "accuracy", "accuracy")]
+    return [Column("EM", "em", "em"), Column("F1", "f1", "f1")]
 
 
 DRAGIN_DATASETS = ["2wikimultihopqa", "hotpotqa", "strategyqa", "iirc"]

@@ -73,9 +73,3 @@ WIKIPEDIA_BM25 = "BM25 over Wikipedia"
 def paper_cells(table: str, group: str) -> dict[str, Any]:
     """The published cells of ``table`` for ``group`` (a paper model, or "paper"): row -> metric -> value."""
     return published()["tables"][table]["cells"].get(group, {})
-
-def answer_columns(dataset: str) -> list[Column]:
-    """EM and F1, or accuracy for a yes/no dataset."""
-    if dataset == "strategyqa":
-        return [Column("accuracy", "accuracy", "accuracy")]
-    return [Column("EM", "em", "em"), Column("F1", "f1", "f1")]

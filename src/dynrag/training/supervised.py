@@ -11,7 +11,6 @@ from typing import Any
 
 from rich.console import Console
 
-from dynrag.io.jsonl import read_jsonl
 from dynrag.io.lock import DirectoryLock
 from dynrag.lm.device import autocast
 from dynrag.lm.loader import resolve_model
@@ -21,7 +20,6 @@ from dynrag.training.lora import add_lora, merge_lora
 from dynrag.training.models import is_complete, load_trainable, read_meta, save_model_dir
 from dynrag.training.plot import plot_loss
 from dynrag.training.trainer import (
-    TRAIN_LOG,
     StepFn,
     TrainOptions,
     describe_schedule,
@@ -130,7 +128,3 @@ def train_masked(model: Any, tokenizer: Any, examples: list[TrainExample], optio
     records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
                          identity=identity, console=console, progress=progress, description=description)
     return records, lr, len(batches)
-
-
-def read_log(out: Path) -> list[dict[str, Any]]:
-    return read_jsonl(Path(out) / TRAIN_LOG)
