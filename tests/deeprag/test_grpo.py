@@ -9,7 +9,9 @@ import torch
 
 from dynrag.corpus.passage import Passage
 from dynrag.deeprag import grpo as grpo_module
+from dynrag.datasets.formats.registry import dataset_spec
 from dynrag.deeprag.grpo import GrpoOptions, GrpoRequest, run_grpo
+from dynrag.deeprag.grpo_options import settle_limits
 from dynrag.training.losses import grpo_token_losses, learned_logprobs
 from dynrag.deeprag.rewards import RewardOptions, group_advantages, rollout_reward
 from dynrag.deeprag.rollout import narrative_tokens, spans
@@ -153,7 +155,8 @@ def test_rollouts_are_reproducible_from_the_seed(tmp_path, tiny_model_dir):
     req = request(tmp_path, tiny_model_dir)
     example = next(iter(load_examples("2wikimultihopqa", req.data)))
     model, tok, _ = load_trainable(req.model, progress=False)
-    policy = grpo_module.Policy(req.model, model, tok, None, FakeRetriever([]), req.options, False)
+    options = settle_limits(req.options, dataset_spec("2wikimultihopqa"))
+    policy = grpo_module.Policy(req.model, model, tok, None, FakeRetriever([]), options, False)
     draw = lambda step: [r.input_ids for r in sample_group(policy.method, policy.lm, tok, example, step, 2, policy.sampling,
                                                               policy.rewards)]
     first = draw(0)

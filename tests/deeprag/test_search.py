@@ -66,10 +66,10 @@ FOUR = ("q1", "q2", "q3", "q4")
 
 def test_the_default_budget_is_the_whole_tree_and_finds_a_path_retrieving_at_every_step():
     assert exhaustive_nodes(1) == 3 and exhaustive_nodes(4) == 31
-    assert SearchLimits().max_nodes == 31 and SearchLimits(max_steps=2).max_nodes == 7
-    assert SearchLimits().exhaustive and not SearchLimits(max_steps=4, max_nodes=24).exhaustive
+    assert SearchLimits(max_steps=4).max_nodes == 31 and SearchLimits(max_steps=2).max_nodes == 7
+    assert SearchLimits(max_steps=4).exhaustive and not SearchLimits(max_steps=4, max_nodes=24).exhaustive
     tree = ScriptedTree(correct_path=(True,) * 4, subqueries=FOUR)
-    result = tree_search(tree, SearchLimits())  # T = 4, no budget given
+    result = tree_search(tree, SearchLimits(max_steps=4))  # no budget given
     assert result.status == "found" and [s.retrieve for s in result.steps] == [True] * 4
     assert result.expanded == 31 and result.queued == 0  # the last node of the tree
     assert len(tree.finals) == 16  # every narrative of four sub-questions was checked
@@ -86,7 +86,7 @@ def test_a_smaller_budget_says_at_which_retrieval_count_it_cut():
     tiny = tree_search(ScriptedTree(correct_path=(False, False, False, True), subqueries=FOUR),
                        SearchLimits(max_steps=4, max_nodes=8))
     assert tiny.status == "node_limit" and tiny.cut_at == 1
-    found = tree_search(ScriptedTree(correct_path=(False, False, False, True), subqueries=FOUR), SearchLimits())
+    found = tree_search(ScriptedTree(correct_path=(False, False, False, True), subqueries=FOUR), SearchLimits(max_steps=4))
     assert found.status == "found" and found.cut_at is None and found.retrievals == 1
 
 
@@ -95,6 +95,19 @@ def test_max_steps_counts_subquestions_not_retrievals():
     result = tree_search(tree, SearchLimits(max_steps=3, max_nodes=100))
     assert result.status == "found" and len(result.steps) == 3
     assert max(len(p) for p in tree.finals) == 3
+
+
+def test_max_retrievals_prunes_the_retrieving_children_and_the_whole_tree_counts_it():
+    # T = 4, R = 2: narratives with 0, 1 or 2 retrievals at each depth d: 1, 2, 4, 7, 11 -> 25
+    assert exhaustive_nodes(4, 2) == 25 and exhaustive_nodes(4, 4) == exhaustive_nodes(4) == 31
+    assert exhaustive_nodes(3, 0) == 4  # the parametric chain alone
+    limits = SearchLimits(max_steps=4, max_retrievals=2)
+    assert limits.max_nodes == 25 and limits.exhaustive
+    needs_three = tree_search(ScriptedTree(correct_path=(True, True, True, False), subqueries=FOUR), limits)
+    assert needs_three.status == "exhausted" and needs_three.expanded == 25
+    assert max(r for r, _ in needs_three.order) == 2
+    two = tree_search(ScriptedTree(correct_path=(True, False, True, False), subqueries=FOUR), limits)
+    assert two.status == "found" and two.retrievals == 2
 
 
 def test_match_is_normalised_exact_match_or_an_f1_threshold():

@@ -109,7 +109,7 @@ def test_questions_without_a_correct_narrative_are_counted_and_not_searched_agai
     said = io.StringIO()
     summary = run_synth(request(tmp_path, data, max_nodes=5), progress=False, models=Models(never_right, None, index),
                         console=Console(file=said, width=300))
-    assert "--max-nodes 5 is below the whole tree for T = 4 (31 nodes)" in said.getvalue()
+    assert "--max-nodes 5 is below the whole tree for T = 10, R = 10 (2047 nodes)" in said.getvalue()  # 2Wiki's limits
     assert summary["found"] == 0 and summary["share_found"] == 0.0
     assert summary["skipped"] == {"node_limit": 6}
     skipped = read_jsonl(tmp_path / "synth" / "skipped.jsonl")
@@ -117,7 +117,7 @@ def test_questions_without_a_correct_narrative_are_counted_and_not_searched_agai
     assert all(r["tree"]["expanded"] == 5 for r in skipped)
     # 5 nodes on 2 hops: root, P, PP, R, PR taken; the 1-retrieval narrative RP was never tried
     assert all(r["cut_at"] == 1 for r in skipped)
-    assert summary["node_budget"] == {"max_nodes": 5, "exhaustive": False, "whole_tree": 31, "cut": 6,
+    assert summary["node_budget"] == {"max_nodes": 5, "exhaustive": False, "whole_tree": 2047, "cut": 6,
                                       "cut_at_retrievals": {"1": 6}}
     calls = len(never_right.prompts)
     again = run_synth(request(tmp_path, data, max_nodes=5), progress=False, models=Models(never_right, None, index))
@@ -168,7 +168,9 @@ def test_the_default_budget_is_the_whole_tree_and_says_nothing(tmp_path, bench):
     summary = run_synth(request(tmp_path, data, limit=1), progress=False, models=Models(never_right, None, index),
                         console=Console(file=said, width=300))
     assert summary["skipped"] == {"exhausted": 1}  # two hops: every narrative was tried
-    assert summary["node_budget"] == {"max_nodes": 31, "exhaustive": True, "whole_tree": 31, "cut": 0,
+    # the whole tree under 2Wiki's limits (10 sub-questions, 10 retrievals), though two hops use little of it
+    assert summary["node_budget"] == {"max_nodes": 2047, "exhaustive": True, "whole_tree": 2047, "cut": 0,
                                       "cut_at_retrievals": {}}
-    assert json.loads((tmp_path / "synth" / "manifest.json").read_text())["max_nodes"] == 31
+    manifest = json.loads((tmp_path / "synth" / "manifest.json").read_text())
+    assert (manifest["max_nodes"], manifest["max_steps"], manifest["max_retrievals"]) == (2047, 10, 10)
     assert "--max-nodes" not in said.getvalue()

@@ -25,8 +25,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         teacher: Optional[str] = typer.Option(None, "--teacher", help=f"Who writes sub-questions and retrieved answers: {TEACHER_HELP}."),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
-        max_steps: int = typer.Option(4, "--max-steps", help="T: most sub-questions in a narrative."),
-        max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most tree nodes expanded per question (default: the whole tree, 2^(T+1)-1; a smaller budget cuts questions, counted in the summary)."),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="T: most sub-questions in a narrative (default: the dataset's DeepRAG limit, 6 on HotpotQA, 10 elsewhere)."),
+        max_retrievals: Optional[int] = typer.Option(None, "--max-retrievals", help="R: most retrievals in a narrative (default: the dataset's DeepRAG limit, 6 on HotpotQA, 10 elsewhere)."),
+        max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most tree nodes expanded per question (default: the whole tree for T and R; a smaller budget cuts questions, counted in the summary)."),
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
         match: str = typer.Option("em", "--match", help="When a final answer is correct: em (normalised exact match) or f1:T."),
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the target's prompt (default: all; 0 for a trained checkpoint)."),
@@ -47,7 +48,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
             req = SynthRequest(
                 dataset=dataset, data=data, out=out, corpus=corpus, model=model, teacher=teacher, limit=limit,
-                skip=skip, max_steps=max_steps, max_nodes=max_nodes, k=k, match=match, shots=shots,
+                skip=skip, max_steps=max_steps, max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots,
                 aliases=aliases, skip_bad=skip_bad, retriever=retriever, retriever_options=list(retriever_option),
                 select=select, seed=seed, batch=batch,
             )

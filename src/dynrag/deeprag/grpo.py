@@ -4,7 +4,11 @@ Each optimizer step takes `batch_size` training questions; for each, G narrative
 from the current policy by the deeprag method itself (rollout.py: retrieval inside the rollout),
 rewarded (rewards.py: correctness, then fewer retrievals), and their rewards normalised within
 the group into advantages. The loss is GRPO's clipped ratio objective per learned token with a
-KL penalty to the frozen stage-I model (losses.grpo_token_losses), passages never scored.
+KL penalty to the frozen stage-I model and an entropy bonus (losses.grpo_token_losses), averaged
+over the step's learned tokens or per rollout (losses.loss_weights), passages never scored. Each
+rollout is backpropagated on its own, weighted so the gradients add up to the step's: a step of
+32 questions x 8 rollouts is gradient accumulation, one optimizer step. The defaults and the
+named recipes are in grpo_options.py; a rollout's step and retrieval limits are the dataset's.
 
     OUT/grpo_run.json     what the rollouts are sampled with (a rerun with other settings is refused)
     OUT/rollouts.jsonl    every (step, question)'s group of rollouts, sampled once (rollout.py)
@@ -29,20 +33,21 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import Field
 from rich.console import Console
 
 from dynrag.training.supervised import attach_method, finish
-from dynrag.training.losses import grpo_token_losses, learned_logprobs
+from dynrag.training.examples import IGNORE
+from dynrag.training.losses import grpo_token_losses, learned_logprobs, learned_logprobs_entropy, loss_weights
 from dynrag.training.lora import lora_disabled
 from dynrag.training.models import is_complete, load_trainable, read_meta
 from dynrag.training.plot import plot_curves
+from dynrag.deeprag.grpo_options import GrpoOptions, settle_limits
 from dynrag.deeprag.rewards import RewardOptions, group_advantages
 from dynrag.deeprag.rollout import RolloutLog, sample_group
-from dynrag.training.trainer import (TrainOptions, describe_schedule, identity_options, model_device, pin_threads,
+from dynrag.training.trainer import (describe_schedule, identity_options, model_device, pin_threads,
                                     plan_batches, schedule_meta, settle_method, train_loop)
 from dynrag.errors import ConfigError, DataError
-from dynrag.datasets.formats.registry import dataset_spec
+from dynrag.datasets.formats.registry import Dataset, dataset_spec
 from dynrag.datasets.examples import QAExample
 from dynrag.datasets.loaders import load_aliases
 from dynrag.eval.steps import corpus_index, load_questions
@@ -55,26 +60,9 @@ from dynrag.methods.deeprag.narrative import load_exemplars
 from dynrag.retrieval.base import Retriever
 from dynrag.run.checks import check_aliases, check_corpus, check_data_file
 
-# GRPO moves a model far with few steps: rates well below the imitation stage's.
+# GRPO moves a model far with few steps: rates well below the imitation stage's (1e-6: the authors').
 DEFAULT_LR = {"full": 1e-6, "lora": 1e-5}
 RUN_FILE = "grpo_run.json"
-
-
-class GrpoOptions(TrainOptions, RewardOptions):
-    """Training options (trainer.py; batch_size is the questions per step) and the reward's
-    (rewards.py), and GRPO's own."""
-
-    batch_size: int = Field(4, ge=1, description="training questions per optimizer step")
-    save_every: int = Field(5, ge=1, description="checkpoint every N steps (rollouts are kept apart: never sampled twice)")
-    group: int = Field(4, ge=2, description="G: narratives sampled per question")
-    temperature: float = Field(1.0, gt=0, description="sampling temperature of the rollouts")
-    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling: most likely tokens up to this mass")
-    beta: float = Field(0.04, ge=0, description="weight of the KL penalty to the stage-I model (0: none, no reference pass)")
-    clip: float = Field(0.2, gt=0, lt=1, description="epsilon of the clipped ratio")
-    k: int = Field(3, ge=1, description="passages per retrieval")
-    max_subqueries: int = Field(4, ge=1, le=20, description="most sub-questions per narrative")
-    max_new_tokens: int = Field(256, ge=8, description="generated-token budget of a narrative")
-    shots: int | None = Field(None, ge=0, description="worked examples in the prompt (default: as the model was trained)")
 
 
 @dataclass
@@ -97,7 +85,7 @@ def reward_options(options: GrpoOptions) -> RewardOptions:
     return RewardOptions(**{k: getattr(options, k) for k in RewardOptions.model_fields})
 
 
-def load_training_questions(req: GrpoRequest, console: Console) -> tuple[list[QAExample], bool]:
+def load_training_questions(req: GrpoRequest, console: Console) -> tuple[list[QAExample], Dataset]:
     spec = dataset_spec(req.dataset)
     check_aliases(req.aliases, spec.name)
     check_corpus(req.corpus)
@@ -114,7 +102,7 @@ def load_training_questions(req: GrpoRequest, console: Console) -> tuple[list[QA
     examples = examples[req.skip :]
     if not examples:
         raise DataError(str(data), f"no questions to train on (after --skip {req.skip})")
-    return examples, spec.yes_no
+    return examples, spec
 
 
 def open_retriever(req: GrpoRequest, examples: list[QAExample], console: Console, progress: bool) -> Retriever:
@@ -137,8 +125,9 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
              retriever: Retriever | None = None) -> dict[str, Any]:
     """Run (or resume) GRPO; `retriever` replaces the one built from --corpus (tests)."""
     console = console or Console(stderr=True)
-    out, options = Path(req.out), req.options
-    examples, yes_no = load_training_questions(req, console)  # bad input fails before the model loads
+    out = Path(req.out)
+    examples, spec = load_training_questions(req, console)  # bad input fails before the model loads
+    options = settle_limits(req.options, spec)
     if is_complete(out):
         console.print(f"{out} already holds a finished checkpoint; nothing to do (use another --out to train again)")
         return read_meta(out)
@@ -151,7 +140,7 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
         if options.beta > 0 and options.method == "full":  # LoRA's reference is its base: adapters switched off
             reference = copy.deepcopy(model).eval().requires_grad_(False)
         params = attach_method(model, options)
-        policy = Policy(req.model, model, tokenizer, reference, retriever, options, yes_no)
+        policy = Policy(req.model, model, tokenizer, reference, retriever, options, spec.yes_no)
         lr = options.lr or DEFAULT_LR[options.method]
         per_step = min(options.batch_size, len(examples))
         plan = plan_batches([len(ex.question) for ex in examples], per_step, options.epochs, options.seed)
@@ -171,7 +160,9 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
             return policy.step(log, number, [examples[slots[s]] for s in batch])
 
         console.print(f"grpo: {len(examples)} questions, {len(batches)} steps of {per_step} questions x {options.group} "
-                      f"rollouts, {options.method}, {describe_schedule(options, lr, len(batches))}, beta {options.beta}")
+                      f"rollouts, {options.method}, {describe_schedule(options, lr, len(batches))}, beta {options.beta}, "
+                      f"top-p {options.top_p}, entropy {options.entropy_coef}, loss per {options.loss_average}, "
+                      f"at most {options.max_subqueries} sub-questions and {options.max_retrievals} retrievals")
         try:
             records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
                                  identity=identity, console=console, progress=progress, description="grpo")
@@ -201,6 +192,11 @@ def claim_run(out: Path, identity: dict[str, Any]) -> None:
     atomic_write_json(path, identity)
 
 
+def learned_count(labels: list[int]) -> int:
+    """Learned tokens of a sequence as the loss scores them: each position's next token."""
+    return sum(label != IGNORE for label in labels[1:])
+
+
 class Policy:
     """The model being trained, as the deeprag method that samples the rollouts, and the step."""
 
@@ -212,8 +208,8 @@ class Policy:
         self.model, self.tokenizer, self.reference, self.options, self.yes_no = model, tokenizer, reference, options, yes_no
         self.device = model_device(model)
         self.lm = HFLanguageModel(model, tokenizer, name=spec)
-        method_options = DeepRagOptions(k=options.k, max_steps=options.max_subqueries, max_new_tokens=options.max_new_tokens,
-                                        shots=options.shots)
+        method_options = DeepRagOptions(k=options.k, max_steps=options.max_subqueries, max_retrievals=options.max_retrievals,
+                                        max_new_tokens=options.max_new_tokens, shots=options.shots)
         self.method = DeepRag(self.lm, None, method_options, retriever)
         self.rewards = reward_options(options)
         self.sampling = Sampling(options.temperature, options.top_p, options.seed)
@@ -247,30 +243,39 @@ class Policy:
         rollout_seconds = time.perf_counter() - started
         scored = [(r, a) for g in groups for r, a in zip(g, group_advantages([r.reward for r in g]))]
         kept = [(r, a) for r, a in scored if len(r.input_ids) <= opts.max_tokens]
-        losses, kls, tokens = [], [], 0
-        for rollout, advantage in kept:
-            if advantage == 0 and opts.beta == 0:
-                continue  # no gradient from it
+        weights = loss_weights([learned_count(r.labels) for r, _ in kept], opts.loss_average)
+        loss_total, kls, entropies, tokens = 0.0, [], [], 0
+        for (rollout, advantage), weight in zip(kept, weights):
+            if advantage == 0 and opts.beta == 0 and opts.entropy_coef == 0:
+                continue  # no gradient from it (its tokens still count in a per-token average)
             ids, labels = list(rollout.input_ids), rollout.labels
             with autocast(str(self.device)):  # bf16 on CUDA; a no-op on the CPU
-                logp = learned_logprobs(self.model, ids, labels).float()
+                if opts.entropy_coef:
+                    logp, entropy = learned_logprobs_entropy(self.model, ids, labels)
+                    logp, entropy = logp.float(), entropy.float()
+                else:
+                    logp, entropy = learned_logprobs(self.model, ids, labels).float(), None
             ref = self.reference_logprobs(ids, labels) if opts.beta > 0 else logp.detach()
-            per_token, kl = grpo_token_losses(logp, logp.detach(), ref, advantage, opts.clip, opts.beta)
-            loss = per_token.mean()
-            (loss / len(kept)).backward()  # one rollout's graph at a time: the same gradient, less memory
-            losses.append(float(loss.detach()))
+            per_token, kl = grpo_token_losses(logp, logp.detach(), ref, advantage, opts.clip, opts.beta, entropy=entropy,
+                                              entropy_coef=opts.entropy_coef, kl_bound=opts.kl_clamp)
+            loss = per_token.sum() * weight
+            loss.backward()  # one rollout's graph at a time: the step's gradient, accumulated, less memory
+            loss_total += float(loss.detach())
             kls.append(float(kl.detach().mean()))
+            if entropy is not None:
+                entropies.append(float(entropy.detach().mean()))
             tokens += len(ids)
         rollouts = [r for g in groups for r in g]
         n = len(rollouts)
         return {
-            "loss": sum(losses) / len(kept) if kept else 0.0,
+            "loss": loss_total,
             "reward": sum(r.reward for r in rollouts) / n,
             "em": sum(r.em for r in rollouts) / n,
             "f1": sum(r.f1 for r in rollouts) / n,
             "retrievals": sum(r.retrievals for r in rollouts) / n,
             "wrote_final": sum(r.wrote_final for r in rollouts) / n,
             "kl": sum(kls) / len(kls) if kls else 0.0,
+            "entropy": sum(entropies) / len(entropies) if entropies else 0.0,
             "left_out_long": float(len(scored) - len(kept)),
             "groups_sampled": float(sampled),
             "rollout_seconds": rollout_seconds,  # sampling (or reading back) the groups; the rest is the loss

@@ -5,14 +5,16 @@ then by insertion order. The cheapest is taken; its next sub-question is asked f
 none (the model or the gold decomposition says it is done) or the narrative already has
 `max_steps` sub-questions, the final answer is written and checked: correct ends the search.
 Otherwise two children go on the queue: the sub-question answered from the model's own
-knowledge (**same cost**) and answered with retrieved passages (**cost + 1**).
+knowledge (**same cost**) and answered with retrieved passages (**cost + 1**), the second only
+while the narrative has fewer than `max_retrievals` retrievals. Both limits are the dataset's
+(its registry entry's DeepRAG limits), the ones its models are trained and evaluated under.
 
 Children are materialised lazily: a child's answer is written only when the child is taken from
 the queue. Greedy decoding is deterministic, so this finds exactly what writing both answers at
 once would find, without writing the answers of children that are never taken.
 
 What the authors' released code does differently, and is not copied: both children cost + 1;
-the depth limit counts retrievals; "correct" is substring containment either way (so an empty
+the depth limit counts only retrievals (here a step limit bounds the tree too); "correct" is substring containment either way (so an empty
 answer matches everything); a failed search is retried with gold supporting sentences; and the
 gold answer is written into the saved trajectory. Here "correct" is normalised exact match with
 any gold answer or alias (or a token-F1 threshold), and nothing gold enters a trajectory.
@@ -24,6 +26,7 @@ import heapq
 import random
 import re
 from dataclasses import dataclass, field
+from math import comb
 from typing import Literal, Protocol, Sequence
 
 from dynrag.errors import ConfigError
@@ -47,36 +50,49 @@ class Expander(Protocol):
     def is_correct(self, answer: str) -> bool: ...
 
 
-def exhaustive_nodes(max_steps: int) -> int:
-    """Nodes of the full tree of narratives with at most T = `max_steps` sub-questions: 2^(T+1) - 1.
+def exhaustive_nodes(max_steps: int, max_retrievals: int | None = None) -> int:
+    """Nodes of the full tree of narratives with at most T = `max_steps` sub-questions and at most R
+    = `max_retrievals` retrievals: the sum over depths d <= T of C(d, r) for r <= R; 2^(T+1) - 1
+    without a retrieval limit.
 
     Every node is taken from the queue at most once, so this budget never cuts a search short.
     """
-    return 2 ** (max_steps + 1) - 1
+    cap = max_steps if max_retrievals is None else max_retrievals
+    return sum(comb(d, r) for d in range(max_steps + 1) for r in range(min(d, cap) + 1))
 
 
 @dataclass(frozen=True)
 class SearchLimits:
-    """T and the budget of queue entries taken per question.
+    """T, R and the budget of queue entries taken per question.
 
     The paper's search has no node budget; ``max_nodes=None`` (the default) is the exhaustive one
     for T. A smaller budget cuts questions whose cheapest correct narrative needs many retrievals:
     the cut happens while narratives with ``SearchResult.cut_at`` retrievals are being tried.
     """
 
-    max_steps: int = 4  # T: most sub-questions in a narrative
+    max_steps: int  # T: most sub-questions in a narrative (no default: the dataset's limits give it)
     max_nodes: int | None = None  # most queue entries taken (expanded) per question; None: exhaustive
+    max_retrievals: int | None = None  # R: most retrievals in a narrative; None: up to T
 
     def __post_init__(self) -> None:
         if self.max_steps < 1 or (self.max_nodes is not None and self.max_nodes < 1):
             raise ConfigError("max_steps and max_nodes must be at least 1")
+        if self.max_retrievals is not None and self.max_retrievals < 0:
+            raise ConfigError("max_retrievals must be 0 or more")
         if self.max_nodes is None:
-            object.__setattr__(self, "max_nodes", exhaustive_nodes(self.max_steps))
+            object.__setattr__(self, "max_nodes", self.whole_tree)
+
+    @property
+    def whole_tree(self) -> int:
+        return exhaustive_nodes(self.max_steps, self.max_retrievals)
 
     @property
     def exhaustive(self) -> bool:
-        """True when the budget cannot cut a search (it covers the whole tree for T)."""
-        return self.max_nodes >= exhaustive_nodes(self.max_steps)
+        """True when the budget cannot cut a search (it covers the whole tree for T and R)."""
+        return self.max_nodes >= self.whole_tree
+
+    def may_retrieve(self, retrievals: int) -> bool:
+        return self.max_retrievals is None or retrievals < self.max_retrievals
 
 
 @dataclass(frozen=True)
@@ -124,16 +140,16 @@ class SearchResult:
         return {"expanded": self.expanded, "pushed": self.pushed, "terminals": self.terminals, "queued": self.queued}
 
 
-def children(node: Node, history: History, subquery: str, seq: int) -> tuple[Node, Node]:
-    """The parametric child (same cost) and the retrieving child (cost + 1)."""
+def children(node: Node, history: History, subquery: str, seq: int, retrieve: bool = True) -> tuple[Node, ...]:
+    """The parametric child (same cost) and, when `retrieve`, the retrieving child (cost + 1)."""
     steps = len(history) + 1
-    return (
-        Node(node.retrievals, steps, seq, history, Pending(subquery, False)),
-        Node(node.retrievals + 1, steps, seq + 1, history, Pending(subquery, True)),
-    )
+    parametric = Node(node.retrievals, steps, seq, history, Pending(subquery, False))
+    if not retrieve:
+        return (parametric,)
+    return parametric, Node(node.retrievals + 1, steps, seq + 1, history, Pending(subquery, True))
 
 
-def tree_search(expander: Expander, limits: SearchLimits = SearchLimits(), collect_all: bool = False) -> SearchResult:
+def tree_search(expander: Expander, limits: SearchLimits, collect_all: bool = False) -> SearchResult:
     """The cheapest correct narrative; with `collect_all` the search goes on past it and
     ``result.correct`` holds every correct narrative in the tree (the result's own steps are
     still the first found, the cheapest: see `select_path` for choosing another)."""
@@ -164,10 +180,11 @@ def tree_search(expander: Expander, limits: SearchLimits = SearchLimits(), colle
                 if not collect_all:
                     break
             continue
-        for child in children(node, history, subquery, seq):
+        made = children(node, history, subquery, seq, limits.may_retrieve(node.retrievals))
+        for child in made:
             heapq.heappush(queue, child)
         seq += 2
-        result.pushed += 2
+        result.pushed += len(made)
     result.queued = len(queue)
     return result
 

@@ -34,7 +34,6 @@ from dynrag.deeprag.search import (
     Match,
     SearchLimits,
     check_selection,
-    exhaustive_nodes,
     needs_whole_tree,
     select_path,
     tree_search,
@@ -63,7 +62,7 @@ SELECTION = ("skip", "limit")
 MANIFEST = "manifest.json"
 KEEP = ("path", "siblings", "all-correct")
 # What a manifest written before these keys existed meant: the cheapest narrative alone.
-OLD_DEFAULTS = {"select": "min", "seed": None, "keep": "path"}
+OLD_DEFAULTS = {"select": "min", "seed": None, "keep": "path", "max_retrievals": None}
 
 
 @dataclass
@@ -76,8 +75,9 @@ class SynthRequest:
     teacher: str | None = None  # target | dataset | a model spec
     limit: int | None = None
     skip: int = 0  # leave out the first N questions (e.g. those held out for evaluation)
-    max_steps: int = 4
-    max_nodes: int | None = None  # None: exhaustive for max_steps, 2^(T+1) - 1 (the paper has no cap)
+    max_steps: int | None = None  # None: the dataset's DeepRAG limit (its registry entry), as eval and GRPO use
+    max_retrievals: int | None = None  # None: the dataset's DeepRAG limit
+    max_nodes: int | None = None  # None: exhaustive for the limits (the paper has no cap)
     k: int = 3
     match: str = "em"
     shots: int | None = None  # worked examples in the target's prompt (default: as for the method)
@@ -97,7 +97,8 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
     """Every input that decides the trajectories, resolved; errors before anything is loaded."""
     spec = dataset_spec(req.dataset)
     teacher = check_teacher(req.teacher, spec.name)
-    limits = SearchLimits(req.max_steps, req.max_nodes)
+    limits = SearchLimits(spec.deeprag.max_steps if req.max_steps is None else req.max_steps, req.max_nodes,
+                          spec.deeprag.max_retrievals if req.max_retrievals is None else req.max_retrievals)
     match = Match.parse(req.match)
     check_selection(req.select)
     if req.keep not in KEEP:
@@ -130,6 +131,7 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
         "model": model,
         "teacher": resolve_model(teacher) if teacher_kind(teacher) == "model" else teacher,
         "max_steps": limits.max_steps,
+        "max_retrievals": limits.max_retrievals,
         "max_nodes": limits.max_nodes,
         "k": req.k,
         "match": str(match),
@@ -142,6 +144,11 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
         "seed": req.seed if req.select == "random" else None,
         "keep": req.keep,
     }
+
+
+def search_limits(config: dict[str, Any]) -> SearchLimits:
+    """The limits a synthesis (its manifest) searched under."""
+    return SearchLimits(config["max_steps"], config["max_nodes"], config.get("max_retrievals"))
 
 
 def open_output(out: Path, config: dict[str, Any]) -> None:
@@ -299,11 +306,11 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
     target = writer_for(models.target, config["shots"])
     teacher_writer = writer_for(models.teacher, None) if models.teacher is not None else target
     teacher = open_teacher(config["teacher"], target, teacher_writer)
-    limits = SearchLimits(config["max_steps"], config["max_nodes"])
+    limits = search_limits(config)
     match, yes_no = Match.parse(config["match"]), dataset_spec(config["dataset"]).yes_no
     if not limits.exhaustive:
-        console.print(f"--max-nodes {limits.max_nodes} is below the whole tree for T = {limits.max_steps} "
-                      f"({exhaustive_nodes(limits.max_steps)} nodes): questions whose cheapest correct narrative "
+        console.print(f"--max-nodes {limits.max_nodes} is below the whole tree for T = {limits.max_steps}, "
+                      f"R = {limits.max_retrievals} ({limits.whole_tree} nodes): questions whose cheapest correct narrative "
                       "retrieves often may be cut (node_limit)")
     found = cut = 0
     whole_tree = needs_whole_tree(config["select"]) or config["keep"] == "all-correct"

@@ -26,7 +26,7 @@ def node_budget_summary(config: dict[str, Any], skipped: list[dict[str, Any]]) -
         if r["reason"] == "node_limit":
             key = "?" if r.get("cut_at") is None else str(r["cut_at"])
             cut_at[key] = cut_at.get(key, 0) + 1
-    full = exhaustive_nodes(config["max_steps"])
+    full = exhaustive_nodes(config["max_steps"], config.get("max_retrievals"))
     return {
         "max_nodes": config["max_nodes"],
         "exhaustive": config["max_nodes"] >= full,

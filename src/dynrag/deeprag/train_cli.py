@@ -17,20 +17,21 @@ SCHEDULE_HELP = "constant | cosine (default: cosine decay to 0 at the last step,
 WARMUP_HELP = "Share of the steps warming up linearly (default 0.1, as the authors; --option warmup_steps=N instead)."
 
 
-def train_options(option: list[str], stage: str = "imitation", **flags: Any):
+def train_options(option: list[str], stage: str = "imitation", recipe: str = "authors", **flags: Any):
     """The stage's training options from the explicit flags and --option KEY=VALUE pairs (unknown
-    keys are errors)."""
+    keys are errors); GRPO's over its named `recipe`."""
     from dynrag.registry import parse_model, parse_pairs
-
-    if stage == "calibration":
-        from dynrag.deeprag.calibration import CalibrationOptions as model
-    elif stage == "grpo":
-        from dynrag.deeprag.grpo import GrpoOptions as model
-    else:
-        from dynrag.training.trainer import TrainOptions as model
 
     values: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     values.update(parse_pairs(option))
+    if stage == "grpo":
+        from dynrag.deeprag.grpo_options import grpo_options
+
+        return grpo_options(recipe, values)
+    if stage == "calibration":
+        from dynrag.deeprag.calibration import CalibrationOptions as model
+    else:
+        from dynrag.training.trainer import TrainOptions as model
     return parse_model(model, values, "training")
 
 
@@ -71,8 +72,9 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         teacher: Optional[str] = typer.Option(None, "--teacher", help="target (default) | dataset | a model spec, as for synth."),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
-        max_steps_search: int = typer.Option(4, "--max-subqueries", help="T of the search: most sub-questions."),
-        max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most tree nodes expanded per question (default: the whole tree, 2^(T+1)-1)."),
+        max_steps_search: Optional[int] = typer.Option(None, "--max-subqueries", help="T of the search: most sub-questions (default: the dataset's DeepRAG limit)."),
+        max_retrievals: Optional[int] = typer.Option(None, "--max-retrievals", help="R of the search: most retrievals (default: the dataset's DeepRAG limit)."),
+        max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most tree nodes expanded per question (default: the whole tree for T and R)."),
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
         match: str = typer.Option("em", "--match", help="em | f1:T"),
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the stage-I model's search prompt (default 0: as it was trained; more can help a model trained on little data)."),
@@ -103,7 +105,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
                                     schedule=schedule, warmup_ratio=warmup_ratio, batch_size=batch_size,
                                     save_every=save_every, threads=threads)
             search = SynthRequest(dataset=dataset, data=data, out=out / "synth", corpus=corpus, model=model, teacher=teacher,
-                                  limit=limit, skip=skip, max_steps=max_steps_search, max_nodes=max_nodes, k=k, match=match, shots=shots,
+                                  limit=limit, skip=skip, max_steps=max_steps_search, max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots,
                                   aliases=aliases, skip_bad=skip_bad, retriever=retriever)
             report = run_calibration(CalibrationRequest(search, out, beta, heldout, options, pairs),
                                      console=Console(stderr=True), progress=progress)
@@ -118,21 +120,26 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         corpus: str = typer.Option("contexts", "--corpus", help="'contexts' or an index directory."),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
-        group: Optional[int] = typer.Option(None, "--group", "-G", help="Narratives sampled per question (default 4)."),
+        recipe: str = typer.Option("authors", "--recipe", help="authors (default: the authors' training script) | cpu-small (small steps for two CPU cores); the flags below override it. docs/deeprag.md."),
+        group: Optional[int] = typer.Option(None, "--group", "-G", help="Narratives sampled per question (authors 8, cpu-small 4)."),
         temperature: Optional[float] = typer.Option(None, "--temperature", help="Sampling temperature of the rollouts (default 1.0)."),
-        top_p: Optional[float] = typer.Option(None, "--top-p", help="Nucleus sampling mass (default 1.0: off)."),
-        beta: Optional[float] = typer.Option(None, "--beta", help="KL penalty weight to the stage-I model (default 0.04; 0: none)."),
+        top_p: Optional[float] = typer.Option(None, "--top-p", help="Nucleus sampling mass (authors 0.95, cpu-small 1.0: off)."),
+        beta: Optional[float] = typer.Option(None, "--beta", help="KL penalty weight to the stage-I model (authors 0.001, cpu-small 0.04; 0: none)."),
+        entropy_coef: Optional[float] = typer.Option(None, "--entropy-coef", help="Entropy bonus weight (authors 0.001, cpu-small 0)."),
+        kl_clamp: Optional[float] = typer.Option(None, "--kl-clamp", help="Clamp each token's KL estimate to +-this (authors 10; cpu-small: unclamped)."),
+        loss_average: Optional[str] = typer.Option(None, "--loss-average", help="token (authors: mean over the step's learned tokens) | rollout (cpu-small: per rollout, then over rollouts)."),
         clip: Optional[float] = typer.Option(None, "--clip", help="Epsilon of the clipped ratio (default 0.2)."),
         match: Optional[str] = typer.Option(None, "--match", help="Reward's correctness: em (default) | f1."),
         retrieval_cost: Optional[float] = typer.Option(None, "--retrieval-cost", help="Taken off a correct answer's reward per retrieval (default 0.1)."),
         k: Optional[int] = typer.Option(None, "--k", help="Passages per retrieval (default 3)."),
-        max_subqueries: Optional[int] = typer.Option(None, "--max-subqueries", help="Most sub-questions per narrative (default 4)."),
+        max_subqueries: Optional[int] = typer.Option(None, "--max-subqueries", help="Most sub-questions per narrative (default: the dataset's DeepRAG limit, 6 on HotpotQA, 10 elsewhere)."),
+        max_retrievals: Optional[int] = typer.Option(None, "--max-retrievals", help="Most retrievals per narrative (default: the dataset's DeepRAG limit)."),
         method: Optional[str] = typer.Option(None, "--method", help="auto (default: lora above ~1B parameters, else full) | full | lora"),
         lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 1e-6 full, 1e-5 LoRA)."),
         epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the questions (default 1)."),
-        schedule: Optional[str] = typer.Option(None, "--schedule", help=SCHEDULE_HELP),
+        schedule: Optional[str] = typer.Option(None, "--schedule", help="constant (authors: after the warm-up) | cosine (cpu-small)."),
         max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps."),
-        batch_size: Optional[int] = typer.Option(None, "--questions-per-step", help="Training questions per step (default 4)."),
+        batch_size: Optional[int] = typer.Option(None, "--questions-per-step", help="Training questions per step, their gradients accumulated (authors 32, cpu-small 4)."),
         save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 5)."),
         threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
         option: list[str] = typer.Option([], "--option", help="Other option KEY=VALUE: training (as for imitation), reward (cost_cap, format_reward), rollout (max_new_tokens, shots)."),
@@ -148,8 +155,10 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
             from dynrag.registry import parse_pairs
             from dynrag.retrieval.factory import given_options
 
-            options = train_options(option, "grpo", group=group, temperature=temperature, top_p=top_p, beta=beta, clip=clip,
+            options = train_options(option, "grpo", recipe, group=group, temperature=temperature, top_p=top_p, beta=beta,
+                                    entropy_coef=entropy_coef, kl_clamp=kl_clamp, loss_average=loss_average, clip=clip,
                                     match=match, retrieval_cost=retrieval_cost, k=k, max_subqueries=max_subqueries,
+                                    max_retrievals=max_retrievals,
                                     method=method, lr=lr, epochs=epochs, schedule=schedule, max_steps=max_steps,
                                     batch_size=batch_size, save_every=save_every, threads=threads)
             chosen = given_options(retriever, parse_pairs(retriever_option, "--retriever-option"), "--retriever-option")

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import Field
 
+from dynrag.datasets.formats.registry import Dataset
 from dynrag.registry import Options
 from dynrag.retrieval.base import Hit
 
@@ -26,6 +27,11 @@ class MethodOptions(Options):
 
     max_new_tokens: int = Field(128, ge=1)
     k: int = Field(3, ge=1)  # passages per retrieval: 0 would retrieve and show nothing
+
+    def for_dataset(self, dataset: Dataset) -> "MethodOptions":
+        """These options for a run on ``dataset``: a method whose defaults depend on the dataset
+        (deeprag's limits) fills those the user did not give; the rest keep theirs."""
+        return self
 
 
 @dataclass

@@ -22,14 +22,11 @@ class DeepragTableOptions(Options):
     calibration: str | None = Field(None, description="model spec of a stage-II checkpoint (dynrag train calibration)")
 
 
-# The authors' step limit of the narrative: 6 sub-questions on HotpotQA, 10 on the other datasets.
-DEEPRAG_MAX_STEPS = {"hotpotqa": 6}
-DEEPRAG_MAX_STEPS_ELSE = 10
-
-
 def deeprag_options(dataset: str, **options: Any) -> dict[str, Any]:
-    """deeprag's run options on `dataset`: top-3, the authors' step limit for it, and `options`."""
-    return {"k": 3, "max_steps": DEEPRAG_MAX_STEPS.get(dataset, DEEPRAG_MAX_STEPS_ELSE), **options}
+    """deeprag's run options on `dataset`: top-3 and `options`. Its step and retrieval limits are
+    the dataset's (its registry entry's DeepRAG limits, which the run plan fills in), the same
+    ones its training data was searched and sampled under."""
+    return {"k": 3, **options}
 
 
 def deeprag_runs(options: DeepragTableOptions, datasets: list[str]) -> list[RunSpec]:

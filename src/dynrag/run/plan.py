@@ -110,6 +110,10 @@ def make_plan(config: RunConfig, *, command: Command) -> RunPlan:
     model = _model(config.model)
     method = _method(config)
     dataset = check_dataset(config, sha256=True) if command == "eval" else None
+    if dataset is not None:  # defaults that depend on the dataset (deeprag's limits) are settled here, once
+        from dynrag.datasets.formats.registry import dataset_spec
+
+        method = MethodPlan(method.name, method.options.for_dataset(dataset_spec(dataset.name)))
     exemplars = config.exemplars or (dataset.exemplar_style if dataset else "default")
     _check_exemplars(exemplars)
     retriever = _retriever(config, method, command)

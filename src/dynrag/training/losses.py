@@ -8,9 +8,12 @@
   log-probabilities summed over the completion's tokens. The shared history is run once and
   both completions continue from its key/value cache.
 - GRPO (Shao et al. 2024), per learned token t of a rollout with advantage A:
-  loss_t = -(min(r_t A, clip(r_t, 1 - eps, 1 + eps) A) - beta * KL_t), r_t = pi(t) / pi_old(t),
-  KL_t = ref(t)/pi(t) - log(ref(t)/pi(t)) - 1 (the unbiased, always non-negative estimator);
-  a rollout's loss is the mean over its learned tokens.
+  loss_t = -(min(r_t A, clip(r_t, 1 - eps, 1 + eps) A) - beta * KL_t + c * H_t), r_t = pi(t) / pi_old(t),
+  KL_t = ref(t)/pi(t) - log(ref(t)/pi(t)) - 1 (the unbiased, always non-negative estimator),
+  optionally clamped to +-bound, and H_t the entropy of the policy's whole next-token
+  distribution at t (a bonus with weight c keeps sampling from collapsing early). The step's
+  loss averages loss_t either over all learned tokens of the step, or per rollout and then over
+  rollouts (`loss_weights`).
 """
 
 from __future__ import annotations
@@ -93,23 +96,76 @@ def completion_logprobs(model: Any, prompt_ids: Sequence[int], completions: Sequ
     return torch.stack(totals)
 
 
-def learned_logprobs(model: Any, input_ids: Sequence[int], labels: Sequence[int]) -> torch.Tensor:
-    """log P(token) of every learned token (label not -100) of one sequence, in order, from one
-    pass with the head on those positions only."""
+def _learned_distributions(model: Any, input_ids: Sequence[int], labels: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log-softmax over the vocabulary at each position whose next token is learned, those tokens)."""
     device = next(model.parameters()).device
     ids = torch.tensor([list(input_ids)], device=device)
     hidden = model.base_model(input_ids=ids, use_cache=False).last_hidden_state[0]
     targets = torch.tensor(list(labels)[1:], device=device)
     keep = targets != IGNORE
-    logp = F.log_softmax(head_logits(model, hidden[:-1][keep]), dim=-1)
-    return logp.gather(1, targets[keep][:, None])[:, 0]
+    return F.log_softmax(head_logits(model, hidden[:-1][keep]), dim=-1), targets[keep]
+
+
+def learned_logprobs(model: Any, input_ids: Sequence[int], labels: Sequence[int]) -> torch.Tensor:
+    """log P(token) of every learned token (label not -100) of one sequence, in order, from one
+    pass with the head on those positions only."""
+    logp, targets = _learned_distributions(model, input_ids, labels)
+    return logp.gather(1, targets[:, None])[:, 0]
+
+
+def learned_logprobs_entropy(model: Any, input_ids: Sequence[int], labels: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log P(token), entropy of the whole next-token distribution) at every learned token, one pass."""
+    logp, targets = _learned_distributions(model, input_ids, labels)
+    return logp.gather(1, targets[:, None])[:, 0], token_entropy(logp)
+
+
+def token_entropy(logp: torch.Tensor) -> torch.Tensor:
+    """Entropy of each row of log-probabilities over the last axis: -sum p log p."""
+    return -(logp.exp() * logp).sum(-1)
+
+
+# The log-ratio is bounded before its exponential so a token the reference finds far likelier
+# stays finite (and its gradient defined) while the clamp below cuts it.
+LOG_RATIO_BOUND = 20.0
+
+
+def kl_estimates(logp: torch.Tensor, ref_logp: torch.Tensor, bound: float | None = None) -> torch.Tensor:
+    """Per-token KL(pi || ref) estimates ref/pi - log(ref/pi) - 1, clamped to +-`bound` when given:
+    a token the policy has moved far from the reference pulls no harder than `bound`."""
+    log_ratio = ref_logp - logp
+    if bound is not None:
+        log_ratio = torch.clamp(log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    kl = torch.exp(log_ratio) - log_ratio - 1
+    return kl if bound is None else torch.clamp(kl, -bound, bound)
 
 
 def grpo_token_losses(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor, advantage: float,
-                      clip: float, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+                      clip: float, beta: float, *, entropy: torch.Tensor | None = None, entropy_coef: float = 0.0,
+                      kl_bound: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(per-token GRPO losses, per-token KL estimates) of one rollout (module docstring)."""
     ratio = torch.exp(logp - old_logp)
     surrogate = torch.minimum(ratio * advantage, torch.clamp(ratio, 1 - clip, 1 + clip) * advantage)
-    log_ref_ratio = ref_logp - logp
-    kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1
-    return -(surrogate - beta * kl), kl
+    kl = kl_estimates(logp, ref_logp, kl_bound)
+    objective = surrogate - beta * kl
+    if entropy is not None and entropy_coef:
+        objective = objective + entropy_coef * entropy
+    return -objective, kl
+
+
+def loss_weights(lengths: Sequence[int], average: str) -> list[float]:
+    """The weight of each learned token of each rollout in the step's loss, by rollout:
+    "token": 1 / (learned tokens of the whole step), so every token counts the same;
+    "rollout": 1 / (rollouts * that rollout's tokens), so every rollout counts the same.
+    A rollout with no learned token gets 0."""
+    if average == "token":
+        total = sum(lengths)
+        return [1.0 / total if total and n else 0.0 for n in lengths]
+    if average == "rollout":
+        return [1.0 / (len(lengths) * n) if n else 0.0 for n in lengths]
+    raise ValueError(f"loss average {average!r}: token or rollout")
+
+
+def average_token_losses(per_token: Sequence[torch.Tensor], average: str) -> torch.Tensor:
+    """The step's loss from each rollout's per-token losses (`loss_weights`)."""
+    weights = loss_weights([len(t) for t in per_token], average)
+    return sum((w * t.sum() for w, t in zip(weights, per_token)), torch.tensor(0.0))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.corpus.passage import Passage
-from dynrag.datasets.formats.registry import DATASETS, Dataset, ParseContext
+from dynrag.datasets.formats.registry import DATASETS, Dataset, DeepRAGLimits, ParseContext
 from dynrag.datasets.formats.fields import answers, as_object, first_id, required, required_text
 from dynrag.datasets.decomposition import evidence_decomposition
 from dynrag.datasets.examples import QAExample, make_passage
@@ -71,7 +71,8 @@ def list_or_lines(path: Path) -> Iterator[tuple[int, int, Any]]:
 
 @DATASETS.register("hotpotqa", summary="HotpotQA JSON list (or one record a line); context paragraphs (distractor setting)")
 def hotpotqa(options: Options) -> Dataset:
-    return Dataset("hotpotqa", list_or_lines, parse_hotpotqa)
+    # The authors' depth on HotpotQA: its questions have two hops.
+    return Dataset("hotpotqa", list_or_lines, parse_hotpotqa, deeprag=DeepRAGLimits(max_retrievals=6, max_steps=6))
 
 
 @DATASETS.register("2wikimultihopqa", summary="2WikiMultihopQA JSON list (or one record a line); --aliases adds answer aliases")

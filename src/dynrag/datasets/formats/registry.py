@@ -33,6 +33,24 @@ class DecisionScoring:
 
 
 @dataclass(frozen=True)
+class DeepRAGLimits:
+    """How far one DeepRAG narrative may go on a dataset: the one table that synthesis, stage I and
+    II training data, GRPO rollouts and evaluation all read, so a model is never trained under one
+    limit and measured under another.
+
+    The authors' code uses one depth per dataset, 6 on HotpotQA and 10 elsewhere: their search
+    counts retrievals against it, their inference counts sub-questions. Both are kept here, with
+    the same values, so each consumer applies both and none of them cuts a 3-5 hop question short.
+    """
+
+    max_retrievals: int
+    max_steps: int  # sub-questions, retrieved or answered from memory
+
+
+DEEPRAG_LIMITS = DeepRAGLimits(max_retrievals=10, max_steps=10)  # every dataset but HotpotQA
+
+
+@dataclass(frozen=True)
 class Dataset:
     name: str
     read: Callable[[Path], Iterator[tuple[int, int, Any]]]  # path -> (line, index, raw record)
@@ -40,6 +58,7 @@ class Dataset:
     yes_no: bool = False  # answers are yes/no: scored after mapping to yes/no
     exemplars: str | None = None  # few-shot exemplar style; None: the dataset's own name
     decisions: DecisionScoring | None = None  # per-decision truth (a generated world), else None
+    deeprag: DeepRAGLimits = DEEPRAG_LIMITS
 
     @property
     def exemplar_style(self) -> str:
@@ -53,3 +72,8 @@ def dataset_spec(name: str) -> Dataset:
     """The registered format called ``name``: its ``name``, ``yes_no`` and exemplar style (an
     unknown name lists the choices)."""
     return DATASETS.open(name)
+
+
+def deeprag_limits(name: str) -> DeepRAGLimits:
+    """The DeepRAG limits of the dataset called ``name``."""
+    return dataset_spec(name).deeprag

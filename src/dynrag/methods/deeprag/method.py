@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from dynrag.corpus.passage import Passage
+from dynrag.datasets.formats.registry import DEEPRAG_LIMITS, Dataset
 from dynrag.lm.base import Generation, LanguageModel, require
 from dynrag.methods.base import Answer, MethodOptions, Step, Trace
 from dynrag.methods.chain import ChainOptions, RetrievingMethod
@@ -40,12 +41,21 @@ class DeepRagOptions(ChainOptions):
         "always: retrieve for every sub-question; never: answer every one from the model's own knowledge",
     )
     bias: float = Field(0.0, description="added to the margin (decision=margin); > 0 retrieves more")
-    max_steps: int = Field(6, ge=1, le=20, description="most sub-questions per question")
+    max_steps: int = Field(DEEPRAG_LIMITS.max_steps, ge=1, le=20,
+                           description="most sub-questions per question (default: the dataset's DeepRAG limit)")
+    max_retrievals: int = Field(DEEPRAG_LIMITS.max_retrievals, ge=0, description="most retrievals per question; "
+                                "later sub-questions are answered from memory (default: the dataset's DeepRAG limit)")
     shots: int | None = Field(
         None, ge=0, description="worked examples in the prompt; default: 0 for a dynrag-trained checkpoint, else all"
     )
     max_subquery_tokens: int = Field(40, ge=4, description="longest sub-question line")
     max_answer_tokens: int = Field(32, ge=2, description="longest intermediate or final answer")
+
+
+    def for_dataset(self, dataset: Dataset) -> "DeepRagOptions":
+        # The dataset's limits (one table: synthesis and training read it too); given values stay.
+        limits = {k: getattr(dataset.deeprag, k) for k in ("max_steps", "max_retrievals") if k not in self.model_fields_set}
+        return self.model_copy(update=limits)
 
 
 def hit_passage(hit: Hit) -> Passage:
@@ -122,6 +132,9 @@ class _Run:
         self.spent = 0
         self.may_retrieve = True
 
+    def retrievals(self) -> int:
+        return sum(s.retrieve for s in self.steps)
+
     def budget_left(self) -> int:
         return self.m.options.max_new_tokens - self.spent
 
@@ -153,7 +166,8 @@ class _Run:
             if kind == "parametric" and rest:
                 answer = rest  # written on the decision line: no second generation
         overruled = retrieve and not self.may_retrieve
-        retrieve = retrieve and self.may_retrieve
+        capped = retrieve and self.may_retrieve and self.retrievals() >= opts.max_retrievals
+        retrieve = retrieve and self.may_retrieve and not capped
         passages: tuple[Passage, ...] | None = None
         if retrieve:  # through the retrieval chain: plain top-k unless chain options are set
             reason = f"step {number}" + (f", margin {margin:+.3f}" if margin is not None else "")
@@ -170,6 +184,7 @@ class _Run:
             "logprob_answer": None if lp_answer is None else round(lp_answer, 4),
             "decision_text": decision_text,
             "overruled_by_classifier": overruled,
+            "over_retrieval_limit": capped,
             "hits": [p.id for p in passages or ()],
         }
         if answer is None:
