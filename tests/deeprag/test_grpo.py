@@ -276,3 +276,25 @@ def test_an_out_with_rollouts_of_other_settings_is_refused(tmp_path):
         claim_run(tmp_path, {**identity, "options": {"group": 2, "beta": 0.04}})
     with pytest.raises(ConfigError, match="questions"):
         claim_run(tmp_path, {**identity, "questions": "xyz"})
+
+
+@pytest.mark.parametrize("recipe", ["authors", "cpu-small"])
+def test_train_grpo_runs_end_to_end_from_the_command_line_under_each_recipe(tmp_path, tiny_model_dir, recipe):
+    data = write_wiki(tmp_path / "train.json", 2)
+    out = tmp_path / recipe
+    # the recipe's values, but for what keeps this to one small step on a tiny random model
+    result = run_in_process("train", "grpo", "--model", f"hf:{tiny_model_dir}", "--dataset", "2wikimultihopqa",
+                            "--data", data, "--out", out, "--recipe", recipe, "--questions-per-step", "2",
+                            "--group", "2", "--max-steps", "1", "--threads", "1", "--method", "full",
+                            "--option", "max_new_tokens=12", "--option", "shots=0", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["stage"] == "grpo"
+    options = json.loads((out / "grpo_run.json").read_text())["options"]
+    expected = {"authors": (0.001, 0.95, 0.001, "token", 10.0, "constant"),
+                "cpu-small": (0.04, 1.0, 0.0, "rollout", None, "cosine")}[recipe]
+    assert (options["beta"], options["top_p"], options["entropy_coef"], options["loss_average"], options["kl_clamp"],
+            options["schedule"]) == expected
+    assert (options["max_subqueries"], options["max_retrievals"]) == (10, 10)  # 2Wiki's limits, written in
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1] and math.isfinite(log[0]["loss"]) and "entropy" in log[0]
+    assert (out / "model.safetensors").exists()
