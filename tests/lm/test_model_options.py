@@ -19,7 +19,7 @@ def test_spec_options_are_split_off_and_typed():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("bundled?reuse=off", "unknown option 'reuse'; valid options: device, device_map, dtype, kv_reuse, kv_slots, lookup, revision"),
+    ("bundled?reuse=off", "unknown option 'reuse'; valid options: backend, device, device_map, dtype, kv_reuse, kv_slots, lookup, prompt, revision"),
     ("bundled?kv_reuse=sometimes", "'recent', 'prefix' or 'off'"),
     ("bundled?kv_slots=0", "kv_slots"),
     ("bundled?lookup=-1", "lookup"),

@@ -13,6 +13,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from dynrag.lm.base import Capabilities, Generation, KVReuseMode, PrefillCounts, Prompt
 from dynrag.lm.capture import install_recorder
+from dynrag.lm.chat import PromptStyle, choose_style, frame_from, tokenizer_renderer
 from dynrag.lm.kv_reuse import KVReuse, croppable, drop_last
 from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS, lookup_draft
 from dynrag.lm.row_decode import RowDecoder, Sampling, TokenSampler
@@ -34,10 +35,16 @@ class HFLanguageModel:
         kv_reuse: KVReuseMode = "recent",
         kv_slots: int = 4,
         draft_tokens: int = DEFAULT_DRAFT_TOKENS,
+        prompt: str = "auto",
+        preferred_style: PromptStyle = "plain",
     ):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = name
+        # How prompt builders lay out this model's prompts (lm/chat.py): plain text or its chat template.
+        renderer = tokenizer_renderer(tokenizer)
+        self.chat_frame = frame_from(renderer) if renderer else None
+        self.prompt_style: PromptStyle = choose_style(prompt, preferred_style, self.chat_frame)
         self.context_window = model_context_window(model, tokenizer)
         self._recorder = install_recorder(self.model)
         self._kv = KVReuse(self.model.config, kv_reuse, kv_slots)

@@ -61,6 +61,15 @@ class ModelOptions(Options):
         "accelerate (a 13B model over two GPUs); overrides device",
     )
     revision: str = Field("", description="a hub model's branch, tag or commit (default: main)")
+    prompt: Literal["auto", "plain", "chat"] = Field(
+        "auto", description="how prompts are laid out: plain few-shot text, or inside the model's chat "
+        "template; auto: a bundled model's measured best (docs/models.md), plain for any other model",
+    )
+    backend: Literal["transformers", "llama.cpp"] = Field(
+        "transformers", description="transformers: every capability (attention for DRAGIN); llama.cpp: the "
+        "GGUF file decoded in this process by llama-cpp-python, several times faster on a CPU, with "
+        "log-probabilities and entropies but no attention (bundled and hf:DIR#FILE.gguf models)",
+    )
 
     @field_validator("device")
     @classmethod

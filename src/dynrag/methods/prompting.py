@@ -3,6 +3,9 @@
 Layout: instruction and few-shot exemplars, then retrieved documents as [1]..[k], then
 the question, then the answer written so far. Each part is a named prompt segment, so attention can
 be traced back to the question and the answer (DRAGIN's QFS) and away from exemplars and documents.
+A model prompted in the ``chat`` style (lm/chat.py) gets the same parts inside its chat template:
+the instruction as the system message, exemplars, documents and question as the user message, and
+the answer written so far as the start of the assistant's turn.
 Given the model and the tokens it will write, ``build`` keeps the prompt within the model's context
 window (methods/budget.py), recording what it cut in ``Prompt.truncated``.
 """
@@ -15,6 +18,7 @@ from typing import Any
 
 from dynrag.data import Exemplar, load_exemplars
 from dynrag.lm.base import Generation, LanguageModel, Prompt
+from dynrag.lm.chat import ChatFrame
 from dynrag.methods.budget import (
     MIN_DOCUMENT_TOKENS,
     PROMPT_MARGIN,
@@ -44,6 +48,13 @@ class PromptBuilder:
         "Answer the question. Reason step by step in one or two sentences, using the documents when "
         "they help, and end with \"{phrase} <answer>.\""
     )
+    # Instruct models in the chat style wander into long explanations and answer with a whole
+    # phrase; asking for brevity and the shortest answer keeps their answers gradable.
+    chat_instruction: str = (
+        "Answer the question. Think in at most two short sentences, using the documents when they help, "
+        "then end with \"{phrase} <answer>.\" where <answer> is as short as possible: a name, a date, "
+        "a number, or yes or no."
+    )
     # One token counter per model (a model's counts are cached across the prompts of a question).
     _counters: dict[int, TokenCounter] = field(default_factory=dict, repr=False, compare=False)
 
@@ -53,12 +64,18 @@ class PromptBuilder:
         return cls(phrase, exemplars[:n_exemplars])
 
     def exemplar_text(self, exemplars: list[Exemplar] | None = None) -> str:
-        lines = [self.instruction.format(phrase=self.answer_phrase), ""]
+        return self.instruction_text() + "\n\n" + self.examples_text(exemplars)
+
+    def instruction_text(self, chat: bool = False) -> str:
+        return (self.chat_instruction if chat else self.instruction).format(phrase=self.answer_phrase)
+
+    def examples_text(self, exemplars: list[Exemplar] | None = None) -> str:
+        lines = []
         for ex in self.exemplars if exemplars is None else exemplars:
             lines.append(f"Question: {ex.question}")
             lines.append(f"Answer: {ex.reasoning} {self.answer_phrase} {ex.answer}.")
             lines.append("")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" if lines else ""
 
     def build(
         self,
@@ -71,15 +88,16 @@ class PromptBuilder:
     ) -> Prompt:
         """The prompt; with ``lm``, one that leaves ``max_new_tokens`` free in its context window."""
         window = context_window(lm) if lm is not None else None
+        frame = chat_frame(lm)
         if window is None:
-            return self._assemble(question, hits, answer_so_far, self.exemplars)
+            return self._assemble(question, hits, answer_so_far, self.exemplars, frame)
         budget = window - max_new_tokens - PROMPT_MARGIN
         # A document longer than the whole budget once squeezed cannot fit: not assembled whole.
         if not any(len(squeeze(h.text, budget + 1)) > budget for h in hits or ()):
-            prompt = self._assemble(question, hits, answer_so_far, self.exemplars)
+            prompt = self._assemble(question, hits, answer_so_far, self.exemplars, frame)
             if fits_without_counting(prompt.text, budget):
                 return prompt
-        return self._fit(question, list(hits or []), answer_so_far, lm, window, max_new_tokens)
+        return self._fit(question, list(hits or []), answer_so_far, lm, window, max_new_tokens, frame)
 
     def _counter(self, lm: Any) -> TokenCounter:
         counter = self._counters.get(id(lm))
@@ -88,7 +106,7 @@ class PromptBuilder:
         return counter
 
     def _fit(self, question: str, hits: list[Hit], answer_so_far: str, lm: Any, window: int,
-             max_new_tokens: int) -> Prompt:
+             max_new_tokens: int, frame: ChatFrame | None) -> Prompt:
         count = self._counter(lm)
         budget = window - max_new_tokens - PROMPT_MARGIN
         notes: list[dict[str, Any]] = []
@@ -96,7 +114,7 @@ class PromptBuilder:
         header = count("Documents:\n\n") if hits else 0
 
         def fixed_tokens() -> int:
-            return count(self._assemble(question, None, answer_so_far, exemplars).text) + header
+            return count(self._assemble(question, None, answer_so_far, exemplars, frame).text) + header
 
         fixed = fixed_tokens()
         # Exemplars give way before documents are squeezed below a useful size.
@@ -110,13 +128,13 @@ class PromptBuilder:
             notes.append({"part": "exemplars", "kept": len(exemplars), "of": len(self.exemplars),
                           "reason": f"context window of {window} tokens"})
         if not hits:
-            prompt = self._assemble(question, None, answer_so_far, exemplars)
+            prompt = self._assemble(question, None, answer_so_far, exemplars, frame)
             prompt.truncated = notes
             return prompt
         room = budget - fixed
         for _ in range(3):  # counted part by part: correct by the overshoot, if any, and redo
             kept, cut = self._fit_hits(hits, room, count, window)
-            prompt = self._assemble(question, kept, answer_so_far, exemplars)
+            prompt = self._assemble(question, kept, answer_so_far, exemplars, frame)
             over = count(prompt.text) - budget
             if over <= 0:
                 break
@@ -146,18 +164,36 @@ class PromptBuilder:
         return kept, cut
 
     def _assemble(self, question: str, hits: list[Hit] | None, answer_so_far: str,
-                  exemplars: list[Exemplar]) -> Prompt:
-        prompt = Prompt().add(EXEMPLARS, self.exemplar_text(exemplars)).mark_reusable_prefix()
+                  exemplars: list[Exemplar], frame: ChatFrame | None = None) -> Prompt:
+        if frame is None:
+            prompt = Prompt().add(EXEMPLARS, self.exemplar_text(exemplars)).mark_reusable_prefix()
+        else:
+            prompt = Prompt().add("chat_head", frame.head).add(EXEMPLARS, self.instruction_text(chat=True))
+            prompt.add("chat_between", frame.between).add(EXEMPLARS, self.examples_text(exemplars))
+            prompt.mark_reusable_prefix()
         if hits:
             prompt.add("documents_header", "Documents:\n")
             docs = "".join(f"[{i}] {format_hit(h)}\n" for i, h in enumerate(hits, 1))
             prompt.add(DOCUMENTS, docs + "\n")
         prompt.add("question_label", "Question: ")
         prompt.add(QUESTION, question.strip())
-        prompt.add("answer_label", "\nAnswer:")
-        if answer_so_far:
-            prompt.add(ANSWER, _with_leading_space(answer_so_far))
+        if frame is None:
+            prompt.add("answer_label", "\nAnswer:")
+            if answer_so_far:
+                prompt.add(ANSWER, _with_leading_space(answer_so_far))
+        else:
+            prompt.add("chat_tail", frame.tail)
+            if answer_so_far.strip():
+                prompt.add(ANSWER, answer_so_far.lstrip())
         return prompt
+
+
+def chat_frame(lm: Any) -> ChatFrame | None:
+    """The frame to build ``lm``'s prompts in: its chat template's, when it is prompted in the
+    chat style (lm/chat.py); None for plain text (and for no model at all)."""
+    if lm is None or getattr(lm, "prompt_style", "plain") != "chat":
+        return None
+    return getattr(lm, "chat_frame", None)
 
 
 def format_hit(hit: Hit) -> str:
