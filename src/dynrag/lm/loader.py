@@ -9,7 +9,7 @@ from typing import Any
 
 from dynrag.errors import ConfigError, DynragError, first_line
 from dynrag.lm.base import LanguageModel
-from dynrag.lm.bundled import ensure_converted, package_dir, resolve_bundled
+from dynrag.lm.bundled import check_installed, ensure_converted, gguf_path, resolve_bundled
 from dynrag.lm.device import Placement, resolve_placement
 from dynrag.lm.hub import check_hub_id, fetch_config, fetch_model, looks_like_hub_id
 from dynrag.lm.memory import check_fits
@@ -39,8 +39,7 @@ def check_model_spec(spec: str | ModelSpec) -> str:
 def check_spec(spec: ModelSpec) -> ModelSpec:
     """``check_model_spec`` for a parsed spec; returns it."""
     if spec.kind == "bundled":
-        for package in resolve_bundled(spec.target).packages:
-            package_dir(package)
+        check_installed(resolve_bundled(spec.target))
     elif spec.kind == "hf":
         directory = Path(spec.target).expanduser()
         if spec.file:
@@ -88,10 +87,26 @@ def load_lm(spec: str | ModelSpec = "bundled", progress: bool = True) -> Languag
         from dynrag.lm.openai_compat import OpenAICompatLM
 
         return OpenAICompatLM.from_spec(str(parsed))
+    if parsed.options.backend == "llama.cpp":
+        from dynrag.lm.llama_cpp import load_llama_cpp
+
+        return load_llama_cpp(parsed, gguf_file(parsed))
     if parsed.kind == "bundled":
         model = resolve_bundled(parsed.target)
-        return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}", parsed.options)
+        return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}", parsed.options,
+                            model.prompt_style)
     return _load_hf_dir(model_directory(parsed, progress), parsed.base, parsed.options)
+
+
+def gguf_file(spec: ModelSpec) -> Path:
+    """The GGUF file of a bundled or ``hf:DIR#FILE.gguf`` spec (the llama.cpp backend reads it)."""
+    if spec.kind == "bundled":
+        return gguf_path(resolve_bundled(spec.target))
+    if spec.kind == "hf" and spec.file:
+        return Path(spec.target).expanduser() / spec.file
+    raise ConfigError(
+        f"model spec {str(spec)!r}: backend=llama.cpp needs a GGUF file (bundled[:NAME] or hf:DIR#FILE.gguf)"
+    )
 
 
 def local_weights(target: str | Path, spec: str, options: ModelOptions, placement: Placement) -> Path | str:
@@ -148,7 +163,8 @@ def load_pretrained(
     return model, tokenizer
 
 
-def _load_hf_dir(target: str | Path, name: str, options: ModelOptions | None = None) -> LanguageModel:
+def _load_hf_dir(target: str | Path, name: str, options: ModelOptions | None = None,
+                 preferred_style: str = "plain") -> LanguageModel:
     from transformers.utils import logging as hf_logging
 
     from dynrag.lm.hf import HFLanguageModel
@@ -157,7 +173,7 @@ def _load_hf_dir(target: str | Path, name: str, options: ModelOptions | None = N
     options = options or ModelOptions()
     model, tokenizer = load_pretrained(target, repr(name), options, spec=name)
     return HFLanguageModel(model, tokenizer, name=name, kv_reuse=options.kv_reuse, kv_slots=options.kv_slots,
-                           draft_tokens=options.lookup)
+                           draft_tokens=options.lookup, prompt=options.prompt, preferred_style=preferred_style)
 
 
 def _converted_gguf(directory: Path, gguf_file: str, name: str) -> Path:

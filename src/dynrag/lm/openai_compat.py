@@ -32,7 +32,7 @@ import numpy as np
 from dynrag.errors import ConfigError, DynragError
 from dynrag.lm.base import Capabilities, Generation, Prompt, WithoutOptionalCapabilities
 from dynrag.lm.spec import OPENAI_PREFIX as SPEC_PREFIX
-from dynrag.lm.stopping import DecodeState, StopWhen, stop_after_position, stop_position, trim_to
+from dynrag.lm.stopping import DecodeState, StopWhen, check_stops
 
 SPEC_FORM = "openai:BASE_URL#MODEL"
 DEFAULT_TOP_LOGPROBS = 20  # vLLM's default ceiling; OpenAI's own legacy endpoint allows 5
@@ -202,15 +202,9 @@ class OpenAICompatLM(WithoutOptionalCapabilities):
             state.entropies.append(topk_entropy(values))
             state.raw_tokens.append(piece)
             text += piece
-            cut, reason = stop_position(text, stop, len(piece)), "stop"
-            if cut is None:
-                cut, reason = stop_after_position(text, stop_after, len(piece)), "stop_after"
-            if cut is not None:
-                trim_to(cut, state.token_ids, state.pieces, state.logprobs, state.entropies)
-                del state.raw_tokens[len(state.pieces):]
+            reason = check_stops(state, text, piece, stop, stop_after, stop_when)
+            if reason is not None:
                 return reason, decoded
-            if stop_when is not None and stop_when(state):
-                return "callback", decoded
             if len(state.pieces) >= max_new_tokens:
                 return "length", decoded
         return "length", decoded

@@ -74,3 +74,20 @@ def trim_to(cut: int, ids: list, pieces: list, logprobs: list, entropies: list) 
         keep += 1
     for seq in (ids, pieces, logprobs, entropies):
         del seq[keep:]
+
+
+def check_stops(state: DecodeState, text: str, piece: str, stop: Sequence[str], stop_after: Sequence[str],
+                stop_when: StopWhen | None) -> str | None:
+    """After a token's ``piece`` was appended to ``state`` (making ``text``): the stop reason when
+    decoding ends here (``stop`` and ``stop_after`` strings trim the state's tokens to the cut),
+    else None. Backends that decode token by token outside transformers share it."""
+    cut, reason = stop_position(text, stop, len(piece)), "stop"
+    if cut is None:
+        cut, reason = stop_after_position(text, stop_after, len(piece)), "stop_after"
+    if cut is not None:
+        trim_to(cut, state.token_ids, state.pieces, state.logprobs, state.entropies)
+        del state.raw_tokens[len(state.pieces):]
+        return reason
+    if stop_when is not None and stop_when(state):
+        return "callback"
+    return None

@@ -1,0 +1,236 @@
+"""`?backend=llama.cpp`: a GGUF model decoded in this process by llama-cpp-python.
+
+On two CPU cores llama.cpp decodes the quantised weights several times faster than transformers
+decodes their float32 copy (benchmarks/RESULTS.md), which is what makes a 1.5B reader usable for
+an evaluation here. Decoding is greedy, token by token through ``Llama.eval``, so every step's full
+next-token distribution is at hand: the log-probability of the chosen token and the entropy are
+exact (not the top-k estimate an HTTP server allows). Stop strings, ``stop_after`` and
+``stop_when`` are applied exactly as the transformers backend applies them (lm/stopping.py).
+
+What it cannot give: last-layer attention (DRAGIN runs on the transformers backend), an attention
+pass, or the log-probabilities of a whole given text. ``Capabilities`` say so, and methods that
+need them refuse this backend with one line.
+
+The key/value cache of the previous call is kept: a prompt that shares a token prefix with what
+the context already holds (the instruction and exemplars, or the last call's prompt and answer)
+evaluates only the rest.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from dynrag.errors import DynragError
+from dynrag.lm.base import Capabilities, Generation, PrefillCounts, Prompt, WithoutOptionalCapabilities
+from dynrag.lm.chat import PromptStyle, choose_style, frame_from, jinja_renderer
+from dynrag.lm.spec import ModelSpec
+from dynrag.lm.stopping import DecodeState, StopWhen, check_stops
+
+# Prompts here stay under a few thousand tokens; the cache for 8k positions of a 1.5B model is
+# about 230 MB, where the models' full 32k would take four times that.
+MAX_CONTEXT = 8192
+INSTALL_HINT = "run `make test` or `make .venv/.llama-cpp`, which build llama-cpp-python with portable flags"
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Natural-log probabilities of a logit vector (float64, stable for large logits)."""
+    z = logits.astype(np.float64) - float(np.max(logits))
+    return z - np.log(np.exp(z).sum())
+
+
+def entropy_of(logprobs: np.ndarray) -> float:
+    """Entropy (nats) of the distribution whose log-probabilities are given."""
+    return float(-(np.exp(logprobs) * logprobs).sum())
+
+
+def char_offsets(token_bytes: Sequence[bytes], text: str) -> list[tuple[int, int]]:
+    """(start, end) char span in ``text`` of each token, from the bytes each token spells; a token
+    that spells nothing (a special token not in the text) gets (0, 0)."""
+    byte_to_char = np.zeros(len(text.encode("utf-8")) + 1, dtype=np.int64)
+    position = 0
+    for i, ch in enumerate(text):
+        width = len(ch.encode("utf-8"))
+        byte_to_char[position : position + width] = i
+        position += width
+    byte_to_char[position] = len(text)
+    spans, at = [], 0
+    for piece in token_bytes:
+        if not piece:
+            spans.append((0, 0))
+            continue
+        end = min(at + len(piece), position)
+        spans.append((int(byte_to_char[at]), int(byte_to_char[end])))
+        at = end
+    return spans
+
+
+class LlamaCppLM(WithoutOptionalCapabilities):
+    """Greedy decoding of a GGUF file with exact per-token log-probabilities and entropies."""
+
+    capabilities = Capabilities(attention=False, logprobs=True, next_token_logprobs=True)
+
+    def __init__(self, llama, name: str, prompt: str = "auto", preferred_style: PromptStyle = "plain"):
+        self.llama = llama
+        self.name = name
+        self.context_window = int(llama.n_ctx())
+        self.eos_token_ids = {int(llama.token_eos())}
+        template = (llama.metadata or {}).get("tokenizer.chat_template")
+        self.chat_frame = frame_from(jinja_renderer(template)) if template else None
+        self.prompt_style: PromptStyle = choose_style(prompt, preferred_style, self.chat_frame)
+        self._counts = PrefillCounts()
+
+    @property
+    def prefill_counts(self) -> PrefillCounts:
+        return self._counts.copy()
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    def tokenize(self, text: str, bos: bool = False) -> list[int]:
+        # special=True: a chat template's markers in the text are its special tokens, as in transformers.
+        return list(self.llama.tokenize(text.encode("utf-8"), add_bos=bos, special=True))
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text))
+
+    def first_token_id(self, text: str) -> int:
+        ids = self.tokenize(text)
+        if not ids:
+            raise ValueError(f"{text!r} encodes to no tokens")
+        return ids[0]
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return bytes(self.llama.detokenize([token_id], special=False))
+
+    # -- decoding --------------------------------------------------------------------------
+
+    def _logits_after(self, ids: list[int]) -> np.ndarray:
+        """Evaluate ``ids`` (reusing the longest prefix the context already holds) and return the
+        next-token logits."""
+        held = int(self.llama.n_tokens)
+        cached = self.llama.input_ids[:held]
+        same = 0
+        limit = min(held, len(ids) - 1)  # the last token is always evaluated: its logits are needed
+        while same < limit and cached[same] == ids[same]:
+            same += 1
+        self.llama.n_tokens = same
+        self.llama.eval(ids[same:])
+        self._counts.calls += 1
+        self._counts.prompt_tokens += len(ids)
+        self._counts.reused_tokens += same
+        return self._last_logits()
+
+    def _last_logits(self) -> np.ndarray:
+        # Llama.eval keeps no logits unless every position's are kept (gigabytes at 8k positions):
+        # read the last position's straight from the context, copied before the next eval.
+        raw = self.llama._ctx.get_logits()
+        return np.ctypeslib.as_array(raw, shape=(int(self.llama.n_vocab()),)).copy()
+
+    def _ends_turn(self, token: int) -> bool:
+        """End of text, or an instruct model's end-of-turn marker (llama.cpp's end-of-generation set)."""
+        if token in self.eos_token_ids:
+            return True
+        vocab = getattr(self.llama._model, "vocab", None)
+        if vocab is None:
+            return False
+        import llama_cpp
+
+        return bool(llama_cpp.llama_vocab_is_eog(vocab, token))
+
+    def generate(
+        self,
+        prompt: str | Prompt,
+        max_new_tokens: int,
+        stop: Sequence[str] = (),
+        capture_attention: bool = False,
+        stop_after: Sequence[str] = (),
+        stop_when: StopWhen | None = None,
+    ) -> Generation:
+        if capture_attention:
+            from dynrag.errors import ConfigError
+
+            raise ConfigError(
+                f"model {self.name!r} runs on llama.cpp, which gives no attention rows; "
+                "use backend=transformers for methods that read attention (dragin)"
+            )
+        prompt = Prompt.of(prompt)
+        prompt_ids = self.tokenize(prompt.text, bos=self._adds_bos())
+        if len(prompt_ids) + max_new_tokens > self.context_window:
+            raise DynragError(
+                f"model {self.name!r}: a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new ones "
+                f"exceed its context of {self.context_window}"
+            )
+        state = DecodeState(len(prompt_ids), [], [], [], [], [], [])
+        logits = self._logits_after(prompt_ids)
+        spelled = b""
+        text = ""
+        reason, decoded = "length", 0
+        while len(state.token_ids) < max_new_tokens:
+            logprobs = log_softmax(logits)
+            token = int(np.argmax(logprobs))
+            if self._ends_turn(token):
+                reason = "eos"
+                break
+            decoded += 1
+            spelled += self.token_bytes(token)
+            now = spelled.decode("utf-8", errors="ignore")
+            piece, text = now[len(text):], now
+            state.token_ids.append(token)
+            state.pieces.append(piece)
+            state.raw_tokens.append(piece)
+            state.logprobs.append(float(logprobs[token]))
+            state.entropies.append(entropy_of(logprobs))
+            stopped = check_stops(state, text, piece, stop, stop_after, stop_when)
+            if stopped is not None:
+                reason = stopped
+                break
+            if len(state.token_ids) >= max_new_tokens:
+                break
+            self.llama.eval([token])
+            logits = self._last_logits()
+        pieces_bytes = [self.token_bytes(t) for t in prompt_ids]
+        return Generation(
+            prompt=prompt,
+            prompt_token_ids=prompt_ids,
+            prompt_offsets=char_offsets(pieces_bytes, prompt.text),
+            prompt_raw_tokens=[b.decode("utf-8", errors="replace") for b in pieces_bytes],
+            token_ids=state.token_ids,
+            pieces=state.pieces,
+            raw_tokens=state.raw_tokens,
+            logprobs=np.asarray(state.logprobs, dtype=np.float32),
+            entropies=np.asarray(state.entropies, dtype=np.float32),
+            attention=None,
+            stop_reason=reason,  # type: ignore[arg-type]
+            decoded_tokens=decoded,
+        )
+
+    def next_token_logprobs(self, prompt: str | Prompt, candidates: Sequence[str]) -> np.ndarray:
+        text = Prompt.of(prompt).text
+        logprobs = log_softmax(self._logits_after(self.tokenize(text, bos=self._adds_bos())))
+        return np.asarray([logprobs[self.first_token_id(c)] for c in candidates], dtype=np.float64)
+
+    def _adds_bos(self) -> bool:
+        return bool(self.llama._model.add_bos_token()) if hasattr(self.llama._model, "add_bos_token") else True
+
+
+def load_llama_cpp(spec: ModelSpec, path: Path) -> LlamaCppLM:
+    """A LlamaCppLM over the GGUF file at ``path``, on as many threads as the process may use."""
+    try:
+        from llama_cpp import Llama
+    except ImportError as exc:
+        raise DynragError(f"model spec {str(spec)!r}: backend=llama.cpp needs llama-cpp-python; {INSTALL_HINT}") from exc
+    if not path.is_file():
+        raise DynragError(f"model spec {str(spec)!r}: no such GGUF file {path}")
+    threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+    llama = Llama(model_path=str(path), n_ctx=MAX_CONTEXT, n_threads=threads, n_threads_batch=threads,
+                  verbose=False)
+    preferred: PromptStyle = "plain"
+    if spec.kind == "bundled":
+        from dynrag.lm.bundled import resolve_bundled
+
+        preferred = resolve_bundled(spec.target).prompt_style
+    name = str(spec.resolved()) if spec.kind == "bundled" else str(spec)
+    return LlamaCppLM(llama, name, spec.options.prompt, preferred)
