@@ -78,3 +78,11 @@ def test_every_bundled_model_checks_out_and_reads_a_passage(name):
     hits = [Hit("1", "Mira Tal", "Mira Tal, the founder of the Corrow Bay Lantern Festival, was born in Essenford.", 1.0)]
     prompt = builder.build("In which town was Mira Tal born?", hits, lm=lm, max_new_tokens=48)
     assert "Essenford" in lm.generate(prompt, 48).text
+
+
+@pytest.mark.slow
+def test_dragin_refuses_the_llama_cpp_backend_naming_the_one_that_works(smollm2):
+    from dynrag.methods.dragin.method import Dragin, DraginOptions
+
+    with pytest.raises(ConfigError, match="backend=transformers"):
+        Dragin(smollm2, PromptBuilder.for_dataset("hotpotqa"), DraginOptions(), retriever=None)
