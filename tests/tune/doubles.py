@@ -1,0 +1,34 @@
+"""A method double whose EM depends on its options, so a tune has something to find."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tests.fakes import FakeMethod
+
+
+@dataclass(frozen=True)
+class PeakedFake:
+    """A picklable method factory: a FakeMethod that answers the first ``share`` of ``golds``
+    (question -> gold answer, in order) right, ``share`` falling off linearly from 1 as option
+    ``option`` moves away from ``peak``; ``log``/``hold_first`` as FakeMethodFactory's."""
+
+    golds: tuple[tuple[str, str], ...]
+    option: str = "theta"
+    peak: float = 1.0
+    log: str | None = None
+    hold_first: str | None = None
+
+    def __call__(self, config: dict[str, Any], retriever):
+        value = config["options"].get(self.option)
+        value = self.peak if value is None else float(value)
+        share = max(0.0, 1.0 - abs(value - self.peak))
+        # the right ones spread evenly over the questions, so a running EM shows the share early
+        answers = {q: (a if int((i + 1) * share + 1e-9) > int(i * share + 1e-9) else "wrong")
+                   for i, (q, a) in enumerate(self.golds)}
+        return FakeMethod(retriever, answers, log=self.log, hold_first=self.hold_first)
+
+
+def peaked(rows: list[dict], **kw) -> PeakedFake:
+    return PeakedFake(tuple((r["question"], r["answers"][0]) for r in rows), **kw)
