@@ -32,3 +32,28 @@ class PeakedFake:
 
 def peaked(rows: list[dict], **kw) -> PeakedFake:
     return PeakedFake(tuple((r["question"], r["answers"][0]) for r in rows), **kw)
+
+
+@dataclass(frozen=True)
+class InterruptOnce:
+    """A method factory like PeakedFake whose method raises KeyboardInterrupt (Ctrl-C) the first
+    time it is asked ``question`` (``flag`` marks that it was)."""
+
+    inner: PeakedFake
+    question: str
+    flag: str
+
+    def __call__(self, config: dict[str, Any], retriever):
+        import os
+
+        method = self.inner(config, retriever)
+        real = method.answer
+
+        def answer(question: str):
+            if question == self.question and not os.path.exists(self.flag):
+                open(self.flag, "w").close()
+                raise KeyboardInterrupt
+            return real(question)
+
+        method.answer = answer
+        return method

@@ -86,14 +86,14 @@ def _report_only(out: Path, storage: Optional[str], err: Console) -> dict:
     from dynrag.config import RunConfig
     from dynrag.errors import ConfigError
     from dynrag.tune.report import write_outputs
-    from dynrag.tune.run import plan_tune, read_settings
+    from dynrag.tune.run import plan_tune, read_settings, trial_budget
     from dynrag.tune.study import open_storage, shown_url, storage_url
 
     settings = read_settings(out)
     url = storage or settings.storage
     if storage is None and url and "***" in url:
         raise ConfigError(f"--storage: the tune's storage {url} hides its password; give --storage URL")
-    params, _ = plan_tune(settings, RunConfig(**settings.run))
+    params, identity = plan_tune(settings, RunConfig(**settings.run))
     opened = open_storage(storage_url(url, out))
     try:
         import optuna
@@ -102,7 +102,7 @@ def _report_only(out: Path, storage: Optional[str], err: Console) -> dict:
             study = optuna.load_study(study_name=settings.study or Path(out).resolve().name, storage=opened)
         except KeyError:
             raise ConfigError(f"--out {out}: its study is not in {shown_url(storage_url(url, out))}") from None
-        return write_outputs(study, settings, params, Path(out), settings.trials, err)
+        return write_outputs(study, settings, params, Path(out), trial_budget(settings.trials, identity["grid"]), err)
     finally:
         opened.remove_session()
         opened.engine.dispose()

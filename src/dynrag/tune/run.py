@@ -89,8 +89,16 @@ def plan_tune(settings: TuneSettings, base: RunConfig) -> tuple[list[Param], dic
         if run.get(f"{path_key}_sha256"):
             run.pop(path_key, None)
     identity = {"format": TUNE_FORMAT, "space": [p.describe() for p in params], "metric": settings.metric,
-                "run": run, "grid": grid}
+                "also": settings.also, "run": run, "grid": grid}
     return params, identity
+
+
+def trial_budget(trials: int, grid: dict[str, list[Any]] | None) -> int:
+    """--trials, or the grid's size when it has fewer points (a grid point is never run twice)."""
+    size = 1
+    for values in (grid or {}).values():
+        size *= len(values)
+    return min(trials, size) if grid else trials
 
 
 def run_tune(settings: TuneSettings, out: Path, *, workers: int | str | None = None, batch: int | None = None,
@@ -103,16 +111,13 @@ def run_tune(settings: TuneSettings, out: Path, *, workers: int | str | None = N
     check_out(out)
     base = RunConfig(**settings.run, workers=workers, batch=batch)
     params, identity = plan_tune(settings, base)
-    budget = settings.trials
-    if identity["grid"]:
-        size = 1
-        for values in identity["grid"].values():
-            size *= len(values)
-        if size < budget:
-            console.print(Text(f"the grid has {size} points: {size} trials, not {budget}"), soft_wrap=True)
-            budget = size
+    budget = trial_budget(settings.trials, identity["grid"])
+    if budget < settings.trials:
+        console.print(Text(f"the grid has {budget} points: {budget} trials, not {settings.trials}"), soft_wrap=True)
+    if settings.storage is None:
+        out.mkdir(parents=True, exist_ok=True)  # the SQLite file's directory
+    storage = open_storage(storage_url(settings.storage, out))  # an unreachable server fails before out is made
     out.mkdir(parents=True, exist_ok=True)
-    storage = open_storage(storage_url(settings.storage, out))
     try:
         study = open_study(storage, settings.study or out.resolve().name, identity, direction(settings.metric),
                            make_sampler(settings.sampler, settings.seed, identity["grid"]),
