@@ -88,8 +88,8 @@ def plan_tune(settings: TuneSettings, base: RunConfig) -> tuple[list[Param], dic
     for path_key in ("data", "aliases", "corpus"):  # paths differ between machines; checksums identify
         if run.get(f"{path_key}_sha256"):
             run.pop(path_key, None)
-    identity = {"format": TUNE_FORMAT, "space": [p.describe() for p in params], "metric": settings.metric,
-                "also": settings.also, "run": run, "grid": grid}
+    identity = {"space": [p.describe() for p in params], "metric": settings.metric, "also": settings.also,
+                "run": run, "grid": grid, "format": TUNE_FORMAT}
     return params, identity
 
 

@@ -49,7 +49,7 @@ def open_storage(url: str) -> "optuna.storages.RDBStorage":
     import optuna
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-    scheme = url.split(":", 1)[0]
+    given, scheme = url, url.split(":", 1)[0]
     engine: dict[str, Any] = {}
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         url = "postgresql+psycopg:" + url.split(":", 1)[1]
@@ -58,7 +58,7 @@ def open_storage(url: str) -> "optuna.storages.RDBStorage":
 
         engine = {"connect_args": {"connect_timeout": 10}, "poolclass": NullPool}
     elif scheme != "sqlite":
-        raise ConfigError(f"--storage {shown_url(url)}: expected sqlite:///FILE or postgresql://USER@HOST:PORT/DB")
+        raise ConfigError(f"--storage {shown_url(given)}: expected sqlite:///FILE or postgresql://USER@HOST:PORT/DB")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     try:
@@ -66,7 +66,7 @@ def open_storage(url: str) -> "optuna.storages.RDBStorage":
                           heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
     except Exception as exc:  # sqlalchemy's errors (driver, DNS, refused, auth) all land here
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        raise ConfigError(f"--storage {shown_url(url)}: cannot open the study storage "
+        raise ConfigError(f"--storage {shown_url(given)}: cannot open the study storage "
                           f"({reason[0] if reason else type(exc).__name__})") from None
 
 
@@ -105,7 +105,7 @@ def open_study(storage: "optuna.storages.RDBStorage", name: str, identity: dict[
             raise ConfigError(f"--study {name}: holds trials not made by `dynrag tune`; choose another --study")
         study.set_user_attr(IDENTITY_ATTR, identity)
         return study
-    differs = [k for k in sorted(set(recorded) | set(identity)) if recorded.get(k) != identity.get(k)]
+    differs = [k for k in [*identity, *recorded] if recorded.get(k) != identity.get(k)]  # the space first
     if differs:
         k = differs[0]
         raise ConfigError(f"--study {name}: was created with another {k} ({_short(recorded.get(k))}, now "
