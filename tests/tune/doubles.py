@@ -19,15 +19,42 @@ class PeakedFake:
     peak: float = 1.0
     log: str | None = None
     hold_first: str | None = None
+    hold_at: float | None = None  # with hold_first and held: hold that question only at this option value
+    held: str | None = None  # a file made when the question is held: it is held once, ever
 
     def __call__(self, config: dict[str, Any], retriever):
         value = config["options"].get(self.option)
         value = self.peak if value is None else float(value)
+        if self.held is not None:
+            return _HeldOnce(self, value, retriever)
         share = max(0.0, 1.0 - abs(value - self.peak))
         # the right ones spread evenly over the questions, so a running EM shows the share early
         answers = {q: (a if int((i + 1) * share + 1e-9) > int(i * share + 1e-9) else "wrong")
                    for i, (q, a) in enumerate(self.golds)}
         return FakeMethod(retriever, answers, log=self.log, hold_first=self.hold_first)
+
+
+class _HeldOnce:
+    """The method of a PeakedFake with ``held``: the question ``hold_first`` at value ``hold_at``
+    stays in flight (until the process is killed) the first time only."""
+
+    def __init__(self, factory: PeakedFake, value: float, retriever):
+        from dataclasses import replace
+
+        self.inner = replace(factory, held=None, hold_first=None)(dict(options={factory.option: value}), retriever)
+        self.factory, self.value = factory, value
+
+    def answer(self, question: str):
+        import os
+        import time
+
+        from tests.waiting import HANG_GUARD_S
+
+        f = self.factory
+        if question == f.hold_first and self.value == f.hold_at and not os.path.exists(f.held):
+            open(f.held, "w").close()
+            time.sleep(HANG_GUARD_S)
+        return self.inner.answer(question)
 
 
 def peaked(rows: list[dict], **kw) -> PeakedFake:
