@@ -21,12 +21,13 @@ class PeakedFake:
     hold_first: str | None = None
     hold_at: float | None = None  # with hold_first and held: hold that question only at this option value
     held: str | None = None  # a file made when the question is held: it is held once, ever
+    gate: str | None = None  # every question waits until this file exists
 
     def __call__(self, config: dict[str, Any], retriever):
         value = config["options"].get(self.option)
         value = self.peak if value is None else float(value)
-        if self.held is not None:
-            return _HeldOnce(self, value, retriever)
+        if self.held is not None or self.gate is not None:
+            return _Wrapped(self, value, retriever)
         share = max(0.0, 1.0 - abs(value - self.peak))
         # the right ones spread evenly over the questions, so a running EM shows the share early
         answers = {q: (a if int((i + 1) * share + 1e-9) > int(i * share + 1e-9) else "wrong")
@@ -34,14 +35,15 @@ class PeakedFake:
         return FakeMethod(retriever, answers, log=self.log, hold_first=self.hold_first)
 
 
-class _HeldOnce:
-    """The method of a PeakedFake with ``held``: the question ``hold_first`` at value ``hold_at``
-    stays in flight (until the process is killed) the first time only."""
+class _Wrapped:
+    """The method of a PeakedFake with ``held`` (the question ``hold_first`` at value ``hold_at``
+    stays in flight until the process is killed, the first time only) or ``gate``."""
 
     def __init__(self, factory: PeakedFake, value: float, retriever):
         from dataclasses import replace
 
-        self.inner = replace(factory, held=None, hold_first=None)(dict(options={factory.option: value}), retriever)
+        self.inner = replace(factory, held=None, gate=None, hold_first=None, log=None)(
+            dict(options={factory.option: value}), retriever)
         self.factory, self.value = factory, value
 
     def answer(self, question: str):
@@ -51,7 +53,14 @@ class _HeldOnce:
         from tests.waiting import HANG_GUARD_S
 
         f = self.factory
-        if question == f.hold_first and self.value == f.hold_at and not os.path.exists(f.held):
+        if f.log:  # before any wait: the log says the question is in flight
+            with open(f.log, "a", encoding="utf-8") as log:
+                log.write(f"{os.getpid()}\t{question}\n")
+        if f.gate is not None:
+            from tests.waiting import wait_for
+
+            wait_for(lambda: os.path.exists(f.gate), f"the gate {f.gate}", poll_s=0.01)
+        if f.held is not None and question == f.hold_first and self.value == f.hold_at and not os.path.exists(f.held):
             open(f.held, "w").close()
             time.sleep(HANG_GUARD_S)
         return self.inner.answer(question)
