@@ -16,6 +16,7 @@ from rich.text import Text
 from dynrag.io.files import atomic_write_bytes, atomic_write_text
 from dynrag.tune.figures import direction
 from dynrag.tune.space import Param, key
+from dynrag.tune.tuned import write_tuned
 
 if TYPE_CHECKING:
     import optuna
@@ -163,6 +164,8 @@ def write_outputs(study: "optuna.Study", settings: Any, params: list[Param], out
     atomic_write_text(out / REPORT_MD, text)
     if best is not None and best["run_dir"] and (out / best["run_dir"] / "config.yaml").is_file():
         atomic_write_text(out / BEST_YAML, best_config(out / best["run_dir"], best, settings.metric))
+        write_tuned(out, settings.run["method"], dict(settings.run.get("options") or {}), best["params"],
+                    best["number"], settings.metric, best["value"])
         console.print(Text(f"wrote {out / BEST_YAML} ({settings.metric} {_fmt(best['value'])}, trial {best['number']})"),
                       soft_wrap=True)
     for note in notes:
