@@ -59,15 +59,22 @@ def open_storage(url: str) -> "optuna.storages.RDBStorage":
         engine = {"connect_args": {"connect_timeout": 10}, "poolclass": NullPool}
     elif scheme != "sqlite":
         raise ConfigError(f"--storage {shown_url(given)}: expected sqlite:///FILE or postgresql://USER@HOST:PORT/DB")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # dynrag says what a trial did; a failed trial's error reaches the user as one line, not Optuna's log
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    try:
-        return RDBStorage(url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
-                          heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
-    except Exception as exc:  # sqlalchemy's errors (driver, DNS, refused, auth) all land here
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        raise ConfigError(f"--storage {shown_url(given)}: cannot open the study storage "
-                          f"({reason[0] if reason else type(exc).__name__})") from None
+    for attempt in (1, 2):  # two processes creating the tables at once: the loser finds them made
+        try:
+            return RDBStorage(url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
+        except Exception as exc:  # sqlalchemy's errors (driver, DNS, refused, auth) all land here
+            from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+            if attempt == 1 and isinstance(exc, (IntegrityError, ProgrammingError)):
+                continue
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+            raise ConfigError(f"--storage {shown_url(given)}: cannot open the study storage "
+                              f"({reason[0] if reason else type(exc).__name__})") from None
+    raise AssertionError("unreachable")
 
 
 def make_sampler(kind: Sampler, seed: int | None, grid: dict[str, list[Any]] | None) -> "optuna.samplers.BaseSampler":
