@@ -109,3 +109,21 @@ def test_ctrl_c_leaves_the_study_consistent_and_the_trial_resumes_its_run_direct
     for d in dirs:
         ids = predictions(out / "trials" / d)
         assert sorted(ids) == sorted(r["id"] for r in rows)  # each question once
+
+
+def test_a_run_configuration_file_is_the_base_of_every_trial(tmp_path, dev):
+    _, data = dev
+    base = tmp_path / "base.yaml"
+    base.write_text(f"dataset: jsonl\ndata: {data}\ncorpus: contexts\nmethod: dragin\noptions:\n  variant: reference\n"
+                    "  query_words: 12\n")
+    out = tmp_path / "t"
+    r = run_in_process("tune", "--config", base, "--space", "theta=0.9,1.1", "--trials", "2", "--sampler", "grid",
+                       "--workers", "1", "--out", out)
+    assert r.returncode == 0, r.stderr
+    for d in (out / "trials").iterdir():
+        options = json.loads((d / "config.json").read_text())["options"]
+        assert (options["variant"], options["query_words"]) == ("reference", 12) and options["theta"] in (0.9, 1.1)
+    best = yaml.safe_load((out / "best.yaml").read_text())
+    assert best["options"]["variant"] == "reference"
+    tuned = json.loads((out / "tuned.json").read_text())
+    assert tuned["fixed"] == {"variant": "reference", "query_words": 12} and set(tuned["options"]) == {"theta"}
