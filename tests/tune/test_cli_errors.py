@@ -73,3 +73,12 @@ def test_a_missing_space_or_trial_count(tmp_path, tuned):
     r = tune(data, tmp_path / "x", "--space", "theta=1,2")
     assert r.returncode == 1 and "--trials is required" in r.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_an_out_directory_of_other_files_is_refused_and_left_alone(tmp_path, tuned):
+    data, _ = tuned
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    r = tune(data, tmp_path / "other", *SPACE)
+    assert r.returncode == 1 and "--out" in r.stderr and "is not a tune directory" in r.stderr
+    assert [p.name for p in (tmp_path / "other").iterdir()] == ["notes.txt"]

@@ -26,7 +26,8 @@ from dynrag.tune.figures import check_metric, direction, running_figure
 from dynrag.tune.objective import COUNTED, Objective, OverBudget, trials_in
 from dynrag.tune.space import Param, check_names, grid_space, parse_param
 from dynrag.tune.study import (
-    Pruner, Sampler, make_pruner, make_sampler, open_storage, open_study, recover, retry, shown_url, storage_url,
+    STUDY_DB, Pruner, Sampler, make_pruner, make_sampler, open_storage, open_study, recover, retry, shown_url,
+    storage_url,
 )
 
 TUNE_JSON = "tune.json"
@@ -58,7 +59,8 @@ def read_settings(out: Path) -> TuneSettings:
 
 def check_out(out: Path) -> None:
     out = Path(out)
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / TUNE_JSON).exists())):
+    ours = (out / TUNE_JSON).exists() or (out / STUDY_DB).exists()  # a first run stopped before tune.json: still ours
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not ours)):
         raise ConfigError(f"--out {out}: exists and is not a tune directory; choose another --out")
 
 
