@@ -76,11 +76,12 @@ def test_tpe_with_a_seed_and_two_parameters(tmp_path, dev):
     assert len(study_trials(tmp_path / "t")) == 4 and "| trial | state | theta | query_words | em |" in r.stdout
 
 
-def test_pruning_stops_trials_that_fall_behind_and_saves_questions(tmp_path, dev):
+@pytest.mark.parametrize("pruner", ["median", "halving"])
+def test_pruning_stops_trials_that_fall_behind_and_saves_questions(tmp_path, dev, pruner):
     _, data = dev
     out = tmp_path / "t"
     r = tune(data, out, "--space", "theta=0.5:1.5:0.25", "--trials", "5", "--sampler", "grid",
-             "--prune", "median", "--prune-every", "2", "--prune-startup", "2", "--report")
+             "--prune", pruner, "--prune-every", "2", "--prune-startup", "2", "--report")
     assert r.returncode == 0, r.stderr
     states = [s for _, s in study_trials(out)]
     assert states.count("PRUNED") >= 1 and states.count("COMPLETE") + states.count("PRUNED") == 5
