@@ -1,7 +1,7 @@
 """The report's pure parts: the Pareto front and the edge notes."""
 
 from dynrag.methods.registry import METHODS
-from dynrag.tune.report import edge_notes, pareto_front
+from dynrag.tune.report import best_row, edge_notes, pareto_front
 from dynrag.tune.space import parse_param
 
 
@@ -26,3 +26,10 @@ def test_an_edge_note_for_a_best_value_at_either_end_only():
     assert notes == ["The best theta (2) is at the high end of the space (theta=0.5:2:0.5): the best value may lie "
                      "beyond it; widen the range to find out."]
     assert "low end" in edge_notes({"params": {"query_words": 10}}, [words])[0]
+
+
+def test_the_best_among_equal_figures_is_the_cheaper_one_then_the_earliest():
+    rows = [row(0, 0.15, 1.3), row(1, 0.10, 0.9), row(2, 0.15, 1.15), row(3, 0.15, 1.15), row(4, 0.2, 0.1, "pruned")]
+    assert best_row(rows, True, False)["number"] == 2  # fewer retrievals wins the tie, then the earlier trial
+    assert best_row(rows, True, None)["number"] == 0
+    assert best_row([row(0, 0.5, 1.0, "pruned")], True, None) is None

@@ -58,6 +58,20 @@ def pareto_front(rows: list[dict[str, Any]], maximize: tuple[bool, bool]) -> lis
     return front
 
 
+def best_row(rows: list[dict[str, Any]], up: bool, also_up: bool | None) -> dict[str, Any] | None:
+    """The complete trial best on the metric; among equals, the one best on ``--also`` (when given),
+    then the earliest (pure)."""
+    done = [r for r in rows if r["state"] == "complete" and r["value"] is not None]
+    if not done:
+        return None
+
+    def rank(r: dict[str, Any]) -> tuple[float, float, int]:
+        also = r["also"] if also_up is not None and r["also"] is not None else 0.0
+        return (r["value"] if up else -r["value"], also if also_up else -also, -r["number"])
+
+    return max(done, key=rank)
+
+
 def edge_notes(best: dict[str, Any], params: list[Param]) -> list[str]:
     """A plain line for each numeric parameter whose best value is an end of its range."""
     notes = []
@@ -154,8 +168,7 @@ def write_outputs(study: "optuna.Study", settings: Any, params: list[Param], out
                   console: Console) -> dict[str, Any]:
     rows = trial_rows(study)
     up = direction(settings.metric) == "maximize"
-    complete = [r for r in rows if r["state"] == "complete" and r["value"] is not None]
-    best = (max if up else min)(complete, key=lambda r: r["value"]) if complete else None
+    best = best_row(rows, up, direction(settings.also) == "maximize" if settings.also else None)
     notes = edge_notes(best, params) if best else []
     front = pareto_front(rows, (up, direction(settings.also) == "maximize")) if settings.also else []
     text = markdown(rows, params, settings.metric, settings.also, best, notes, front, budget)
