@@ -26,7 +26,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=O
 # test tools fail here).
 BROWSER_PACKAGES := chromium chromium-driver
 
-.PHONY: demo test test-fast bench clean-venv browser models
+.PHONY: demo test test-fast bench clean-venv browser models postgres
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -55,10 +55,19 @@ browser:
 		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null; \
 	fi
 
+# `dynrag tune --storage postgresql://` is tested against a real server the tests start on
+# loopback (initdb and pg_ctl into a temporary directory): PostgreSQL 15's binaries must be there.
+postgres:
+	@if ! command -v initdb >/dev/null && [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then \
+		echo "installing postgresql-15 (Debian) for the shared-study tests"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq postgresql-15 >/dev/null; \
+	fi
+
 demo: $(VENV)/.installed
 	$(VENV)/bin/dynrag demo
 
-test: $(VENV)/.installed $(VENV)/.llama-cpp $(VENV)/.models browser
+test: $(VENV)/.installed $(VENV)/.llama-cpp $(VENV)/.models browser postgres
 	$(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed

@@ -22,7 +22,7 @@ FLOORS = {
     "methods": 4,
     "run": 5, "config": 5,
     "eval": 6,
-    "training": 7,
+    "training": 7, "tune": 7,
     "deeprag": 8,
     "world": 9,
     "reproduce": 10, "serve": 10,

@@ -269,7 +269,8 @@ def _register_subcommands() -> None:
     """Command groups that live in their own modules add themselves to the app here."""
     import importlib
 
-    for module in ("dynrag.eval.cli", "dynrag.reproduce.cli", "dynrag.serve.cli", "dynrag.deeprag.cli", "dynrag.world.cli"):
+    for module in ("dynrag.eval.cli", "dynrag.reproduce.cli", "dynrag.serve.cli", "dynrag.deeprag.cli", "dynrag.world.cli",
+                   "dynrag.tune.cli"):
         try:
             importlib.import_module(module).register(app, user_errors)
         except ModuleNotFoundError as exc:

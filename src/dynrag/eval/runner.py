@@ -8,7 +8,7 @@ recomputed from predictions.jsonl at the end of every run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Console
 from rich.text import Text
@@ -45,6 +45,7 @@ from dynrag.retrieval.base import Retriever
 from dynrag.run.plan import RunPlan
 
 RUN_FORMAT = EVAL_RUN_FORMAT
+RecordHook = Callable[[list[dict[str, Any]]], None]
 
 
 def eval_config(plan: RunPlan) -> dict[str, Any]:
@@ -107,9 +108,12 @@ def run_eval(
     method_factory: MethodFactory | None = None,
     console: Console | None = None,
     progress: bool = True,
+    on_record: RecordHook | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the evaluation ``plan`` describes (``make_plan(config, command="eval")``);
-    returns the summary written to summary.json."""
+    returns the summary written to summary.json. ``on_record`` is called with every record so far
+    after each new one is written (`dynrag tune` prunes there: an exception it raises ends the run
+    with what was written kept, and no summary)."""
     console = console or Console(stderr=True, emoji=False)
     config = eval_config(plan)
     data, execution, out = plan.dataset, plan.execution, Path(plan.out)
@@ -157,7 +161,8 @@ def run_eval(
                                      batch=execution.batch)
             console.print(Text(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"
                                f" ({executor.description})"), soft_wrap=True)
-            _answer_all(executor, todo, done, out, scorer, console, progress, len(examples), dataset_spec(data.name))
+            _answer_all(executor, todo, done, out, scorer, console, progress, len(examples), dataset_spec(data.name),
+                        on_record)
 
         return write_summary(out, config, examples, report, baseline=plan.baseline, scorer=scorer, yes_no=data.yes_no)
 
@@ -203,6 +208,7 @@ def _answer_all(
     progress: bool,
     total: int,
     dataset: Dataset,
+    on_record: RecordHook | None = None,
 ) -> None:
     """Answer ``todo`` with ``executor``; this loop alone appends to predictions.jsonl, one fsynced
     line per question as each finishes (in finishing order), so each is written exactly once."""
@@ -220,6 +226,8 @@ def _answer_all(
             writer.append(record)
             records.append(record)
             bar.update(task, advance=1, stats=_stats(records))
+            if on_record is not None:
+                on_record(records)
 
 
 def write_summary(

@@ -30,6 +30,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         run: bool = typer.Option(True, "--run/--no-run", help="--no-run: show the published numbers and finished runs only."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
         reader: list[str] = typer.Option([], "--reader", metavar="KEY=DIR", help="bestpractice-figure3: a reader trained by `dynrag train reader` (e.g. gr=ckpt/m_gr; repeatable); the base model is --model."),
+        tuned: list[Path] = typer.Option([], "--tuned", metavar="DIR", help="A `dynrag tune` directory: the rows of its method run at its best values (repeatable; the table prints them)."),
         batch: int = typer.Option(1, "--batch", min=1, metavar="N", help="Questions in flight per run, their generations decoded together by one local model."),
     ) -> None:
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
@@ -58,7 +59,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                     retriever_options=list(retriever_option), corpus=corpus,
                     data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
                     data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run,
-                    batch=batch, world=world,
+                    batch=batch, world=world, tuned=list(tuned),
                 )
                 text = render(reproduce(req, console=err, progress=progress and err.is_terminal))
             if write is not None:

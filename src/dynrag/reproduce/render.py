@@ -47,6 +47,7 @@ def render(report: dict[str, Any]) -> str:
         f"Ours: model `{resolve_model(req.model)}`, retriever {req.retriever or 'default (bm25; hybrid for presets)'}, "
         f"corpus {req.corpus}, first {req.limit or 'all'} questions, scorer {table.scorer}. "
         f"Paper: {table.paper_setting}." + (" Δ = ours − paper." if compared else ""),
+        *(["", *report["tuned"]] if report.get("tuned") else []),
     ]
     for ds in report.get("datasets", table.datasets):
         specs = [s for s in table.runs if s.dataset == ds]

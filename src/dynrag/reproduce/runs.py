@@ -49,6 +49,7 @@ class ReproduceRequest:
     run: bool = True  # False: resolve data and show what would run, and the published numbers
     batch: int = 1  # questions in flight per run, their generations batched (not part of a run's identity)
     world: Path | None = None  # `reproduce world`: the world directory (dynrag world make --out)
+    tuned: list[Path] = field(default_factory=list)  # `dynrag tune` directories: their best values replace defaults
 
 
 def find_data(table: Table, req: ReproduceRequest) -> tuple[dict[str, Path], dict[str, str]]:
@@ -114,6 +115,7 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         req = table.prepare(req)
     elif req.world is not None:
         raise ConfigError(f"--world: table {req.table!r} does not read a world; only `reproduce world` does")
+    tunes = apply_tunes(table, req.tuned)
     found, missing = find_data(table, req)
     for ds, why in missing.items():
         console.print(f"[yellow]{ds}: {why}; its rows are left out[/yellow]")
@@ -147,7 +149,33 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
             plan, method_factory=method_factory, console=console, progress=progress
         )
     shown = [ds for ds in table.datasets if ds in found or ds in missing]
-    return {"table": table, "results": results, "missing": missing, "request": req, "datasets": shown}
+    return {"table": table, "results": results, "missing": missing, "request": req, "datasets": shown,
+            "tuned": tunes}
+
+
+def apply_tunes(table: Table, tuned: list[Path]) -> list[str]:
+    """Each row a tune applies to (its method, and every option the tune held fixed) runs at the
+    tune's best values, its label saying so; one line per tune for the table's header."""
+    from dataclasses import replace
+
+    from dynrag.tune.tuned import read_tuned
+
+    lines = []
+    for directory in tuned:
+        tune = read_tuned(directory)
+        hits = [i for i, s in enumerate(table.runs) if tune.applies_to(s.method, s.options)]
+        if not hits:
+            raise ConfigError(f"--tuned {directory}: tunes {tune.method!r} with {tune.fixed or 'default options'}, "
+                              f"which no row of table {table.name!r} runs")
+        if tune.retriever_options:
+            raise ConfigError(f"--tuned {directory}: tuned retriever options ({', '.join(tune.retriever_options)}); "
+                              "give them to reproduce as --retriever-option")
+        shown = ", ".join(f"{k}={v}" for k, v in tune.options.items())
+        for i in hits:
+            spec = table.runs[i]
+            table.runs[i] = replace(spec, options={**spec.options, **tune.options}, label=f"{spec.label} (tuned {shown})")
+        lines.append(f"Tuned: {tune.method} at {tune.describe()}.")
+    return lines
 
 
 def _existing_summary(out: Path) -> dict[str, Any] | None:

@@ -1,0 +1,1 @@
+"""`dynrag tune`: a method's options searched on dev questions with Optuna (docs/evaluation.md)."""
