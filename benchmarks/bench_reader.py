@@ -1,51 +1,94 @@
-"""Which bundled model reads better? Both answer the same HotpotQA questions with the gold
-(supporting) paragraphs in the prompt, and closed-book, with the project's shared prompt builder.
+"""Which bundled model reads best, in which prompt style? Every model answers the same HotpotQA
+questions with the gold (supporting) paragraphs in the prompt, and closed-book, through the
+project's shared prompt builder and `answer_once` (the path of `single` and `direct`).
 
-    .venv/bin/python benchmarks/bench_reader.py --data HOTPOT_DEV.json --limit 40
+    .venv/bin/python benchmarks/bench_reader.py --data HOTPOT_DEV.json --limit 100 \
+        --models 'bundled:smollm2?prompt=plain,bundled:qwen2.5-0.5b?prompt=chat&backend=llama.cpp'
+
+Each model runs in a child process of its own, so the peak resident memory printed is that
+model's (weights, caches and all). A row: spec, setting, EM, F1 (SQuAD-style on the extracted
+answer), seconds per question, peak RSS. `--json FILE` also writes the rows as JSON lines, each
+with its final answers in question order, so two backends' answers can be compared one by one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
+import subprocess
+import sys
 import time
 
-from dynrag.datasets.loaders import load_examples
-from dynrag.datasets.metrics import score_answer
-from dynrag.lm import load_lm
-from dynrag.methods.answering import answer_once
-from dynrag.methods.base import Trace
-from dynrag.methods.prompting import PromptBuilder
-from dynrag.retrieval.base import Hit
+
+def run_one(spec: str, data: str, limit: int, settings: list[str]) -> list[dict]:
+    from dynrag.datasets.loaders import load_examples
+    from dynrag.datasets.metrics import score_answer
+    from dynrag.lm import load_lm
+    from dynrag.methods.answering import answer_once
+    from dynrag.methods.base import Trace
+    from dynrag.methods.prompting import PromptBuilder
+    from dynrag.retrieval.base import Hit
+
+    examples = list(load_examples("hotpotqa", data, limit=limit))
+    builder = PromptBuilder.for_dataset("hotpotqa")
+    started = time.perf_counter()
+    lm = load_lm(spec, progress=False)
+    load_s = time.perf_counter() - started
+    rows = []
+    for setting in settings:
+        em = f1 = 0.0
+        answers = []
+        started = time.perf_counter()
+        for ex in examples:
+            by_id = {p.id: p for p in ex.contexts}
+            hits = [Hit(p.id, p.title, p.text, 1.0) for p in (by_id[i] for i in ex.supporting)]
+            trace = Trace(ex.question, "reader", lm.name)
+            answer = answer_once(lm, builder, trace, ex.question, hits if setting == "gold" else None,
+                                 96, time.perf_counter())
+            score = score_answer(answer.final_answer, answer.text, ex.answers)
+            em += score.em
+            f1 += score.f1
+            answers.append(answer.final_answer)
+        n = len(examples)
+        rows.append({"spec": spec, "style": getattr(lm, "prompt_style", "plain"), "setting": setting, "n": n,
+                     "em": em / n, "f1": f1 / n, "s_per_q": (time.perf_counter() - started) / n, "load_s": load_s,
+                     "answers": answers})
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    for row in rows:
+        row["peak_rss_mib"] = peak
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True, help="HotpotQA JSON file (questions with their gold paragraphs)")
-    ap.add_argument("--limit", type=int, default=40)
-    ap.add_argument("--models", default="bundled:smollm2,bundled:gemma3-270m")
+    ap.add_argument("--limit", type=int, default=100)
+    ap.add_argument("--models", default="bundled:smollm2,bundled:gemma3-270m",
+                    help="comma-separated model specs (a spec's own options use &)")
     ap.add_argument("--settings", default="gold,closed-book")
+    ap.add_argument("--json", help="also append each row to this JSON-lines file")
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # the child process: one model, rows as JSON on stdout
     args = ap.parse_args()
-    examples = list(load_examples("hotpotqa", args.data, limit=args.limit))
-    builder = PromptBuilder.for_dataset("hotpotqa")
-    print(f"{len(examples)} HotpotQA questions; gold = the supporting paragraphs in the prompt", flush=True)
-    print(f"{'model':<22}{'setting':<13}{'EM':>7}{'F1':>7}{'s/q':>7}", flush=True)
+    settings = args.settings.split(",")
+    if args.one:
+        print(json.dumps(run_one(args.one, args.data, args.limit, settings)))
+        return
+    print(f"HotpotQA, first {args.limit} questions; gold = the supporting paragraphs in the prompt", flush=True)
+    print(f"{'model':<52}{'style':<7}{'setting':<13}{'EM':>7}{'F1':>7}{'s/q':>7}{'peak MiB':>10}", flush=True)
     for spec in args.models.split(","):
-        lm = load_lm(spec, progress=False)
-        for setting in args.settings.split(","):
-            em = f1 = 0.0
-            started = time.perf_counter()
-            for ex in examples:
-                by_id = {p.id: p for p in ex.contexts}
-                hits = [Hit(p.id, p.title, p.text, 1.0) for p in (by_id[i] for i in ex.supporting)]
-                trace = Trace(ex.question, "reader", lm.name)
-                answer = answer_once(lm, builder, trace, ex.question, hits if setting == "gold" else None,
-                                     96, time.perf_counter())
-                s = score_answer(answer.final_answer, answer.text, ex.answers)
-                em += s.em
-                f1 += s.f1
-            n = len(examples)
-            print(f"{spec:<22}{setting:<13}{em / n:>7.3f}{f1 / n:>7.3f}{(time.perf_counter() - started) / n:>7.1f}",
-                  flush=True)
+        child = subprocess.run(
+            [sys.executable, __file__, "--data", args.data, "--limit", str(args.limit), "--settings", args.settings,
+             "--one", spec], capture_output=True, text=True)
+        if child.returncode != 0:
+            print(f"{spec}: failed: {child.stderr.strip().splitlines()[-1:]}", flush=True)
+            continue
+        for row in json.loads(child.stdout.strip().splitlines()[-1]):
+            print(f"{row['spec']:<52}{row['style']:<7}{row['setting']:<13}{row['em']:>7.3f}{row['f1']:>7.3f}"
+                  f"{row['s_per_q']:>7.2f}{row['peak_rss_mib']:>10.0f}", flush=True)
+            if args.json:
+                with open(args.json, "a", encoding="utf-8") as out:
+                    out.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":
