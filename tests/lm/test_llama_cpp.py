@@ -77,7 +77,13 @@ def test_every_bundled_model_checks_out_and_reads_a_passage(name):
     builder = PromptBuilder.for_dataset("hotpotqa", n_exemplars=2)
     hits = [Hit("1", "Mira Tal", "Mira Tal, the founder of the Corrow Bay Lantern Festival, was born in Essenford.", 1.0)]
     prompt = builder.build("In which town was Mira Tal born?", hits, lm=lm, max_new_tokens=48)
-    assert "Essenford" in lm.generate(prompt, 48).text
+    gen = lm.generate(prompt, 48)
+    assert "Essenford" in gen.text
+    # every prompt token's span spells that token, chat markers included, so segments map to tokens
+    spelled = "".join(prompt.text[a:b] for a, b in gen.prompt_offsets)
+    assert spelled == prompt.text
+    question = gen.segment_positions("question")
+    assert "Mira Tal born" in "".join(prompt.text[gen.prompt_offsets[i][0]:gen.prompt_offsets[i][1]] for i in question)
 
 
 @pytest.mark.slow

@@ -78,6 +78,9 @@ class LlamaCppLM(WithoutOptionalCapabilities):
         self.name = name
         self.context_window = int(llama.n_ctx())
         self.eos_token_ids = {int(llama.token_eos())}
+        # Read once: asked of every prompt and every decoded token.
+        self._vocab = getattr(llama._model, "vocab", None)
+        self._bos = bool(llama._model.add_bos_token())
         template = (llama.metadata or {}).get("tokenizer.chat_template")
         self.chat_frame = frame_from(jinja_renderer(template)) if template else None
         self.prompt_style: PromptStyle = choose_style(prompt, preferred_style, self.chat_frame)
@@ -102,8 +105,9 @@ class LlamaCppLM(WithoutOptionalCapabilities):
             raise ValueError(f"{text!r} encodes to no tokens")
         return ids[0]
 
-    def token_bytes(self, token_id: int) -> bytes:
-        return bytes(self.llama.detokenize([token_id], special=False))
+    def token_bytes(self, token_id: int, special: bool = False) -> bytes:
+        """The bytes a token spells; with ``special``, a chat marker spells its own text."""
+        return bytes(self.llama.detokenize([token_id], special=special))
 
     # -- decoding --------------------------------------------------------------------------
 
@@ -133,12 +137,11 @@ class LlamaCppLM(WithoutOptionalCapabilities):
         """End of text, or an instruct model's end-of-turn marker (llama.cpp's end-of-generation set)."""
         if token in self.eos_token_ids:
             return True
-        vocab = getattr(self.llama._model, "vocab", None)
-        if vocab is None:
+        if self._vocab is None:
             return False
         import llama_cpp
 
-        return bool(llama_cpp.llama_vocab_is_eog(vocab, token))
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
 
     def generate(
         self,
@@ -157,7 +160,7 @@ class LlamaCppLM(WithoutOptionalCapabilities):
                 "use backend=transformers for methods that read attention (dragin)"
             )
         prompt = Prompt.of(prompt)
-        prompt_ids = self.tokenize(prompt.text, bos=self._adds_bos())
+        prompt_ids = self.tokenize(prompt.text, bos=self._bos)
         if len(prompt_ids) + max_new_tokens > self.context_window:
             raise DynragError(
                 f"model {self.name!r}: a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new ones "
@@ -191,7 +194,10 @@ class LlamaCppLM(WithoutOptionalCapabilities):
                 break
             self.llama.eval([token])
             logits = self._last_logits()
-        pieces_bytes = [self.token_bytes(t) for t in prompt_ids]
+        # Chat markers are written out in the prompt text, so they spell their text here; the BOS
+        # token the tokenizer added is not in the text and spells nothing.
+        pieces_bytes = [b"" if self._bos and i == 0 else self.token_bytes(t, special=True)
+                        for i, t in enumerate(prompt_ids)]
         return Generation(
             prompt=prompt,
             prompt_token_ids=prompt_ids,
@@ -209,14 +215,11 @@ class LlamaCppLM(WithoutOptionalCapabilities):
 
     def next_token_logprobs(self, prompt: str | Prompt, candidates: Sequence[str]) -> np.ndarray:
         text = Prompt.of(prompt).text
-        logprobs = log_softmax(self._logits_after(self.tokenize(text, bos=self._adds_bos())))
+        logprobs = log_softmax(self._logits_after(self.tokenize(text, bos=self._bos)))
         return np.asarray([logprobs[self.first_token_id(c)] for c in candidates], dtype=np.float64)
 
-    def _adds_bos(self) -> bool:
-        return bool(self.llama._model.add_bos_token()) if hasattr(self.llama._model, "add_bos_token") else True
 
-
-def load_llama_cpp(spec: ModelSpec, path: Path) -> LlamaCppLM:
+def load_llama_cpp(spec: ModelSpec, path: Path, preferred_style: PromptStyle = "plain") -> LlamaCppLM:
     """A LlamaCppLM over the GGUF file at ``path``, on as many threads as the process may use."""
     try:
         from llama_cpp import Llama
@@ -227,10 +230,5 @@ def load_llama_cpp(spec: ModelSpec, path: Path) -> LlamaCppLM:
     threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
     llama = Llama(model_path=str(path), n_ctx=MAX_CONTEXT, n_threads=threads, n_threads_batch=threads,
                   verbose=False)
-    preferred: PromptStyle = "plain"
-    if spec.kind == "bundled":
-        from dynrag.lm.bundled import resolve_bundled
-
-        preferred = resolve_bundled(spec.target).prompt_style
     name = str(spec.resolved()) if spec.kind == "bundled" else str(spec)
-    return LlamaCppLM(llama, name, spec.options.prompt, preferred)
+    return LlamaCppLM(llama, name, spec.options.prompt, preferred_style)

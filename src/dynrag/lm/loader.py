@@ -87,14 +87,16 @@ def load_lm(spec: str | ModelSpec = "bundled", progress: bool = True) -> Languag
         from dynrag.lm.openai_compat import OpenAICompatLM
 
         return OpenAICompatLM.from_spec(str(parsed))
+    # A bundled model's measured prompt style; any other model is prompted plain unless asked.
+    preferred_style = resolve_bundled(parsed.target).prompt_style if parsed.kind == "bundled" else "plain"
     if parsed.options.backend == "llama.cpp":
         from dynrag.lm.llama_cpp import load_llama_cpp
 
-        return load_llama_cpp(parsed, gguf_file(parsed))
+        return load_llama_cpp(parsed, gguf_file(parsed), preferred_style)
     if parsed.kind == "bundled":
         model = resolve_bundled(parsed.target)
         return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}", parsed.options,
-                            model.prompt_style)
+                            preferred_style)
     return _load_hf_dir(model_directory(parsed, progress), parsed.base, parsed.options)
 
 
