@@ -27,6 +27,16 @@ err_console = Console(stderr=True, emoji=False)
 _state = {"debug": False}
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, so it unwinds like Ctrl-C: worker processes are
+    stopped by the code that started them and a tune's interrupted trial is queued again. The
+    default action would end the process at once and leave its workers running."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
 @app.callback()
 def main(debug: bool = typer.Option(
     False, "--debug", help="Show tracebacks for errors, and the model libraries' own progress bars and warnings."
@@ -68,6 +78,9 @@ def user_errors() -> Iterator[None]:
             message = str(exc)
         err_console.print(Text.assemble(("error: ", "bold red"), message), highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+    except Terminated:
+        err_console.print("[red]terminated[/red]")
+        raise typer.Exit(143)
     except KeyboardInterrupt:
         err_console.print("[red]interrupted[/red]")
         raise typer.Exit(130)
@@ -281,5 +294,13 @@ def _register_subcommands() -> None:
 _register_subcommands()
 
 
-if __name__ == "__main__":  # pragma: no cover
+def run() -> None:
+    """The ``dynrag`` command: the app, with SIGTERM handled as an interruption."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _raise_terminated)
     app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

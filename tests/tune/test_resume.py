@@ -1,14 +1,17 @@
 """kill -9 in the middle of a trial, then the same command: the trial resumes its own run
-directory, no question is answered twice and no trial is counted twice."""
+directory, no question is answered twice and no trial is counted twice. SIGTERM instead stops the
+worker processes with the command and queues the trial again."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.eval import fixtures as fx
 from tests.tune.test_tune import predictions, study_trials
-from tests.waiting import HANG_GUARD_S, kill_when
+from tests.waiting import HANG_GUARD_S, kill_when, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,22 +24,37 @@ from tests.eval import fixtures as fx
 from tests.tune.doubles import peaked
 rows = fx.qa_rows({n})
 runner.default_method_factory = peaked(rows, log={log!r}, hold_first=rows[5]["question"], hold_at=1.0, held={held!r})
-from dynrag.cli import app
-sys.argv = ["dynrag", *sys.argv[1:]]
-app()
+if __name__ == "__main__":  # worker processes are spawned, and import this file again
+    from dynrag.cli import run
+    sys.argv = ["dynrag", *sys.argv[1:]]
+    run()
 """
 
 
-def test_kill_9_mid_trial_then_the_same_command_finishes_the_study(tmp_path):
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _tune_command(tmp_path, *args):
+    """8 questions, the sixth held in flight (once) at theta 1.0, each question asked logged with its pid."""
     rows = fx.qa_rows(8)
     data = fx.write_jsonl(tmp_path / "dev.jsonl", rows)
     out, log, held = tmp_path / "t", tmp_path / "asked.log", tmp_path / "held"
     script = tmp_path / "tune.py"
     script.write_text(SCRIPT.format(repo=str(REPO), src=str(REPO / "src"), n=8, log=str(log), held=str(held)))
-    # grid order is seeded: theta 1.0 is held whichever trial it is
     command = [sys.executable, str(script), "tune", "--dataset", "jsonl", "--data", str(data), "--corpus", "contexts",
-               "--method", "dragin", "--workers", "1", "--out", str(out), "--space", "theta=0.5,1.0,1.5",
-               "--trials", "3", "--sampler", "grid", "--seed", "0"]
+               "--method", "dragin", "--out", str(out), "--sampler", "grid", *args]
+    return rows, command, out, log, held
+
+
+def test_kill_9_mid_trial_then_the_same_command_finishes_the_study(tmp_path):
+    # grid order is seeded: theta 1.0 is held whichever trial it is
+    rows, command, out, log, held = _tune_command(tmp_path, "--workers", "1", "--space", "theta=0.5,1.0,1.5",
+                                                  "--trials", "3", "--seed", "0")
     proc = subprocess.Popen(command, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     kill_when(proc, held.exists, "the question held in flight at theta=1.0")
@@ -65,3 +83,27 @@ def test_kill_9_mid_trial_then_the_same_command_finishes_the_study(tmp_path):
     asked = [line.split("\t", 1)[1] for line in log.read_text().splitlines()]
     for r in rows[:5]:
         assert asked.count(r["question"]) == 3  # once per trial: the resumed trial did not ask it again
+
+
+def test_sigterm_mid_trial_stops_its_workers_and_queues_the_trial_again(tmp_path):
+    _, command, out, log, held = _tune_command(tmp_path, "--workers", "2", "--space", "theta=1.0", "--trials", "1")
+    # stderr to a file: a worker left running would hold a pipe open, and reading it would hang
+    with open(tmp_path / "stderr.txt", "w") as err:
+        proc = subprocess.Popen(command, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        wait_for(lambda: proc.poll() is not None or held.exists(), "a worker holding a question in flight")
+        assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()
+        workers = {int(line.split("\t", 1)[0]) for line in log.read_text().splitlines()}
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(HANG_GUARD_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = (tmp_path / "stderr.txt").read_text()
+    # the held worker never answers: only the command that started it can have stopped it
+    left = [pid for pid in workers if _alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert workers and not left
+    assert proc.returncode == 143 and "terminated" in stderr, stderr
+    assert study_trials(out) == [(0, "FAIL"), (1, "WAITING")]
