@@ -21,7 +21,7 @@ import sys
 import time
 
 
-def run_one(spec: str, data: str, limit: int, settings: list[str]) -> list[dict]:
+def run_one(spec: str, data: str, limit: int, settings: list[str], answer_style: str, exemplars: int) -> list[dict]:
     from dynrag.datasets.loaders import load_examples
     from dynrag.datasets.metrics import score_answer
     from dynrag.lm import load_lm
@@ -31,7 +31,9 @@ def run_one(spec: str, data: str, limit: int, settings: list[str]) -> list[dict]
     from dynrag.retrieval.base import Hit
 
     examples = list(load_examples("hotpotqa", data, limit=limit))
-    builder = PromptBuilder.for_dataset("hotpotqa")
+    builder = PromptBuilder.for_dataset("hotpotqa", n_exemplars=exemplars)
+    if answer_style == "short":
+        builder = builder.answering_short()
     started = time.perf_counter()
     lm = load_lm(spec, progress=False)
     load_s = time.perf_counter() - started
@@ -51,7 +53,8 @@ def run_one(spec: str, data: str, limit: int, settings: list[str]) -> list[dict]
             f1 += score.f1
             answers.append(answer.final_answer)
         n = len(examples)
-        rows.append({"spec": spec, "style": getattr(lm, "prompt_style", "plain"), "setting": setting, "n": n,
+        rows.append({"spec": spec, "style": getattr(lm, "prompt_style", "plain"), "answer": answer_style,
+                     "exemplars": len(builder.exemplars), "setting": setting, "n": n,
                      "em": em / n, "f1": f1 / n, "s_per_q": (time.perf_counter() - started) / n, "load_s": load_s,
                      "answers": answers})
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
@@ -67,19 +70,23 @@ def main() -> None:
     ap.add_argument("--models", default="bundled:smollm2,bundled:gemma3-270m",
                     help="comma-separated model specs (a spec's own options use &)")
     ap.add_argument("--settings", default="gold,closed-book")
+    ap.add_argument("--answer", choices=("reasoned", "short"), default="reasoned",
+                    help="reasoned: reasoning, then the answer phrase; short: the answer alone (methods' answer=short)")
+    ap.add_argument("--exemplars", type=int, default=6, help="few-shot exemplars in the prompt")
     ap.add_argument("--json", help="also append each row to this JSON-lines file")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the child process: one model, rows as JSON on stdout
     args = ap.parse_args()
     settings = args.settings.split(",")
     if args.one:
-        print(json.dumps(run_one(args.one, args.data, args.limit, settings)))
+        print(json.dumps(run_one(args.one, args.data, args.limit, settings, args.answer, args.exemplars)))
         return
-    print(f"HotpotQA, first {args.limit} questions; gold = the supporting paragraphs in the prompt", flush=True)
+    print(f"HotpotQA, first {args.limit} questions; gold = the supporting paragraphs in the prompt; "
+          f"answer {args.answer}, {args.exemplars} exemplars", flush=True)
     print(f"{'model':<52}{'style':<7}{'setting':<13}{'EM':>7}{'F1':>7}{'s/q':>7}{'peak MiB':>10}", flush=True)
     for spec in args.models.split(","):
         child = subprocess.run(
             [sys.executable, __file__, "--data", args.data, "--limit", str(args.limit), "--settings", args.settings,
-             "--one", spec], capture_output=True, text=True)
+             "--answer", args.answer, "--exemplars", str(args.exemplars), "--one", spec], capture_output=True, text=True)
         if child.returncode != 0:
             print(f"{spec}: failed: {child.stderr.strip().splitlines()[-1:]}", flush=True)
             continue

@@ -3,17 +3,36 @@
 from __future__ import annotations
 
 import time
+from typing import Literal
+
+from pydantic import Field
 
 from dynrag.lm.base import LanguageModel
-from dynrag.methods.base import Answer, Step, Trace
+from dynrag.methods.base import Answer, MethodOptions, Step, Trace
 from dynrag.methods.prompting import (
     ANSWER_STOPS,
     PromptBuilder,
     extract_answer,
     finish_answer,
     has_complete_answer,
+    short_answer,
 )
 from dynrag.retrieval.base import Hit
+
+# A short answer is a name, a date or a number: a few tokens, and a model that goes on past its
+# line is cut off there anyway.
+SHORT_ANSWER_TOKENS = 32
+
+
+class OnePassOptions(MethodOptions):
+    """Options of a method that answers in one generation."""
+
+    answer: Literal["reasoned", "short"] = Field(
+        "reasoned", description="reasoned: a sentence or two of reasoning, then the answer phrase; "
+        "short: the answer alone (small instruct models read better so)")
+
+    def builder_for(self, builder: PromptBuilder) -> PromptBuilder:
+        return builder.answering_short() if self.answer == "short" else builder
 
 
 def complete_answer(
@@ -45,6 +64,14 @@ def answer_once(
     max_new_tokens: int,
     started: float,
 ) -> Answer:
+    if builder.short:
+        max_new_tokens = min(max_new_tokens, SHORT_ANSWER_TOKENS)
+        gen = lm.generate(builder.build(question, hits, lm=lm, max_new_tokens=max_new_tokens), max_new_tokens,
+                          stop=ANSWER_STOPS)
+        trace.note_prompt(gen.prompt)
+        trace.steps.append(Step("generate", gen.text, gen.text, len(gen)))
+        trace.seconds = time.perf_counter() - started
+        return Answer(text=gen.text.strip(), final_answer=short_answer(gen.text, builder.answer_phrase), trace=trace)
     gen = lm.generate(builder.build(question, hits, lm=lm, max_new_tokens=max_new_tokens), max_new_tokens,
                       stop=ANSWER_STOPS)
     trace.note_prompt(gen.prompt)

@@ -7,13 +7,13 @@ from typing import ClassVar
 
 from dynrag.errors import DynragError
 from dynrag.lm.base import LanguageModel
-from dynrag.methods.answering import answer_once
+from dynrag.methods.answering import OnePassOptions, answer_once
 from dynrag.methods.base import Answer, MethodOptions, MethodTraits, Trace
 from dynrag.methods.budget import check_question
 from dynrag.methods.prompting import PromptBuilder
 
 
-class DirectOptions(MethodOptions):
+class DirectOptions(OnePassOptions):
     pass
 
 
@@ -29,7 +29,7 @@ class Direct:
         question = require_question(question)
         started = time.perf_counter()
         trace = Trace(question, self.name, self.lm.name, self.options.model_dump())
-        return answer_once(self.lm, self.builder, trace, question, None, self.options.max_new_tokens, started)
+        return answer_once(self.lm, self.options.builder_for(self.builder), trace, question, None, self.options.max_new_tokens, started)
 
 
 def require_question(question: str) -> str:

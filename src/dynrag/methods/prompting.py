@@ -55,6 +55,13 @@ class PromptBuilder:
         "then end with \"{phrase} <answer>.\" where <answer> is as short as possible: a name, a date, "
         "a number, or yes or no."
     )
+    # The short style: the answer at once, no reasoning (exemplars shown as question and answer).
+    # Small instruct models read gold passages better this way than when asked to reason first.
+    short_instruction: str = (
+        "Answer the question, using the documents when they help. Reply with the answer only, in as few "
+        "words as possible."
+    )
+    short: bool = False
     # One token counter per model (a model's counts are cached across the prompts of a question).
     _counters: dict[int, TokenCounter] = field(default_factory=dict, repr=False, compare=False)
 
@@ -66,14 +73,21 @@ class PromptBuilder:
     def exemplar_text(self, exemplars: list[Exemplar] | None = None) -> str:
         return self.instruction_text() + "\n\n" + self.examples_text(exemplars)
 
+    def answering_short(self) -> "PromptBuilder":
+        """This builder in the short style: the answer alone, with no reasoning before it."""
+        return replace(self, short=True)
+
     def instruction_text(self, chat: bool = False) -> str:
+        if self.short:
+            return self.short_instruction
         return (self.chat_instruction if chat else self.instruction).format(phrase=self.answer_phrase)
 
     def examples_text(self, exemplars: list[Exemplar] | None = None) -> str:
         lines = []
         for ex in self.exemplars if exemplars is None else exemplars:
             lines.append(f"Question: {ex.question}")
-            lines.append(f"Answer: {ex.reasoning} {self.answer_phrase} {ex.answer}.")
+            lines.append(f"Answer: {ex.answer}" if self.short else
+                         f"Answer: {ex.reasoning} {self.answer_phrase} {ex.answer}.")
             lines.append("")
         return "\n".join(lines) + "\n" if lines else ""
 
@@ -213,9 +227,21 @@ def extract_answer(text: str, phrase: str) -> str | None:
     matches = list(re.finditer(re.escape(phrase), text, flags=re.IGNORECASE))
     if not matches:
         return None
-    tail = text[matches[-1].end() :]
+    return _first_sentence(text[matches[-1].end() :])
+
+
+def short_answer(text: str, phrase: str) -> str:
+    """The answer of a short-style generation: its first line up to a sentence end, without an
+    "Answer:" label; a model that reasoned anyway is read after its answer phrase."""
+    found = extract_answer(text, phrase)
+    if found is not None:
+        return found
+    return _first_sentence(re.sub(r"^\s*answer\s*:", "", text.strip(), flags=re.IGNORECASE)) or ""
+
+
+def _first_sentence(tail: str) -> str | None:
     tail = tail.lstrip(" :").split("\n", 1)[0]
-    # A sentence end is a period followed by a space or the end; "Dr." and "1.5" survive.
+    # A sentence end is a period followed by a space or the end; "1.5" survives.
     end = re.search(r"\.(\s|$)", tail)
     if end:
         tail = tail[: end.start()]

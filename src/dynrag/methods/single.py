@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
-from dynrag.methods.answering import answer_once
+from dynrag.methods.answering import OnePassOptions, answer_once
 from dynrag.methods.base import Answer, MethodOptions, Trace
 from dynrag.methods.chain import ChainOptions, RetrievingMethod
 from dynrag.methods.direct import require_question
 
 
-class SingleOptions(ChainOptions):
+class SingleOptions(ChainOptions, OnePassOptions):
     pass
 
 
@@ -30,4 +30,4 @@ class Single(RetrievingMethod):
         started = time.perf_counter()
         trace = Trace(question, self.name, self.lm.name, self.options.model_dump())
         hits = self.chain.retrieve(question, trace) if self.chain.needs_retrieval(question, trace) else None
-        return answer_once(self.lm, self.builder, trace, question, hits, self.options.max_new_tokens, started)
+        return answer_once(self.lm, self.options.builder_for(self.builder), trace, question, hits, self.options.max_new_tokens, started)
