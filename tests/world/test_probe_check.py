@@ -9,10 +9,11 @@ from pathlib import Path
 from rich.console import Console
 
 from dynrag.world.bank import BY_ID, phrasings
-from dynrag.world.check import run_check
+from dynrag.lm.chat import ChatFrame
+from dynrag.world.check import reading_prompt, run_check
 from dynrag.world.knowledge import Knowledge
 from dynrag.world.make import make_world
-from dynrag.world.probe import is_correct, probe_world, short_answer
+from dynrag.world.probe import closed_book_prompt, is_correct, probe_world, short_answer
 
 from tests.fakes import ScriptedLM
 from tests.world.fixtures import TINY
@@ -36,6 +37,7 @@ def oracle(prompt: str) -> str:
 
 def test_short_answers_and_matching():
     assert short_answer(" Paris, France.\nQuestion: x") == "Paris"
+    assert short_answer("Answer: Paris.") == "Paris"  # a chat model repeating the exemplars' label
     assert is_correct(" the euro.", ["euro"]) and not is_correct(" Sydney", ["Canberra"])
     assert is_correct(" Rupees", ["rupee"]) and is_correct(" Paris", ["Paris"]) and not is_correct(" Pari", ["Paris"])
 
@@ -128,3 +130,35 @@ def test_a_knowledge_file_without_verdicts_is_an_error_naming_it(tmp_path: Path)
     path.write_text(json.dumps({"model": "x", "facts": {"real:capital:Peru": {"verdict": "maybe"}}}))
     with pytest.raises(DataError, match=r"knowledge-x\.json: fact 'real:capital:Peru' has no verdict among known"):
         read_knowledge(path)
+
+
+FRAME = ChatFrame("<sys>", "</sys><user>", "</user><bot>")
+
+
+def test_prompts_are_plain_few_shot_text_or_the_same_parts_in_a_chat_frame():
+    plain = closed_book_prompt("Who wrote Emma?")
+    assert plain.startswith("Answer each question with a short answer.\n\nQuestion: What is the capital of Japan?\n"
+                            "Answer: Tokyo\n\n")
+    assert plain.endswith("Question: Who wrote Emma?\nAnswer:")
+    chat = closed_book_prompt("Who wrote Emma?", FRAME)
+    assert chat.startswith("<sys>Answer each question with a short answer.</sys><user>Question: What is the capital")
+    assert chat.endswith("Question: Who wrote Emma?</user><bot>")
+    assert chat.replace("<sys>", "").replace("</sys><user>", "\n\n").replace("</user><bot>", "\nAnswer:") == plain
+    read = reading_prompt("Emma is by Jane Austen.", "Who wrote Emma?", FRAME)
+    assert read.startswith("<sys>Answer each question from its passage") and read.endswith(
+        "Passage: Emma is by Jane Austen.\nQuestion: Who wrote Emma?</user><bot>")
+
+
+def test_a_chat_model_is_probed_and_checked_in_its_chat_frame(tmp_path: Path):
+    seen = []
+
+    def model(prompt: str) -> str:
+        seen.append(prompt)
+        return "Answer: Paris" if "France" in prompt.rsplit("Question: ", 1)[1] else "Answer: Sydney"
+
+    lm = ScriptedLM(model)
+    lm.prompt_style, lm.chat_frame = "chat", FRAME
+    record = probe_world(lm, "scripted", FACTS[:2], tmp_path, Console(quiet=True), progress=False)
+    assert len(seen) == 6 and all(p.startswith("<sys>") and p.endswith("</user><bot>") for p in seen)
+    assert {k: v["verdict"] for k, v in record["facts"].items()} == {"real:capital:France": "known",
+                                                                     "real:capital:Australia": "unknown"}

@@ -19,7 +19,9 @@ from dynrag.io.files import atomic_write_json
 from dynrag.io.jsonl import read_jsonl
 from dynrag.progress import progress_bar
 from dynrag.world.make import model_tag
-from dynrag.world.probe import MAX_NEW_TOKENS, ask, closed_book_prompt, is_correct, short_answer
+from dynrag.lm.chat import ChatFrame
+from dynrag.methods.prompting import chat_frame
+from dynrag.world.probe import MAX_NEW_TOKENS, ask, closed_book_prompt, in_style, is_correct, short_answer
 
 TARGETS = {"known": (">=", 0.8), "unknown": ("<=", 0.05), "reading": (">=", 0.8)}
 READING_EXEMPLARS = (
@@ -34,14 +36,15 @@ READING_EXEMPLARS = (
 )
 
 
-def reading_prompt(passage: str, question: str) -> str:
+def reading_prompt(passage: str, question: str, frame: ChatFrame | None = None) -> str:
     shots = "".join(f"Passage: {p}\nQuestion: {q}\nAnswer: {a}\n\n" for p, q, a in READING_EXEMPLARS)
-    return (f"Answer each question from its passage with a short answer.\n\n{shots}"
-            f"Passage: {passage}\nQuestion: {question}\nAnswer:")
+    return in_style(frame, "Answer each question from its passage with a short answer.",
+                    f"{shots}Passage: {passage}\nQuestion: {question}")
 
 
-def check_items(dev: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """(group, question, answers, prompt) of every figure's question, in dev's order."""
+def check_items(dev: list[dict[str, Any]], frame: ChatFrame | None = None) -> list[dict[str, Any]]:
+    """(group, question, answers, prompt) of every figure's question, in dev's order; prompts in
+    the chat style with ``frame``."""
     items = []
     for record in dev:
         hops = record["question_decomposition"]
@@ -51,11 +54,11 @@ def check_items(dev: list[dict[str, Any]]) -> list[dict[str, Any]]:
         answers = [record["answer"], *record.get("answer_aliases", [])]
         group = "known" if hop["known"] else "unknown"
         items.append({"group": group, "real": hop["real"], "id": record["id"], "question": record["question"],
-                      "answers": answers, "prompt": closed_book_prompt(record["question"])})
+                      "answers": answers, "prompt": closed_book_prompt(record["question"], frame)})
         if not hop["real"]:
             passage = record["paragraphs"][hop["paragraph_support_idx"]]["paragraph_text"]
             items.append({"group": "reading", "real": False, "id": record["id"], "question": record["question"],
-                          "answers": answers, "prompt": reading_prompt(passage, record["question"])})
+                          "answers": answers, "prompt": reading_prompt(passage, record["question"], frame)})
     return items
 
 
@@ -76,7 +79,7 @@ def run_check(lm: Any, model: str, world: Path, console: Console, progress: bool
     dev_path = Path(world) / "dev.jsonl"
     if not dev_path.exists():
         raise DataError(str(dev_path), "no dev split (run `dynrag world make` first)")
-    items = check_items(read_jsonl(dev_path, whole=True))
+    items = check_items(read_jsonl(dev_path, whole=True), chat_frame(lm))
     results = []
     with progress_bar("check", len(items), 0, console, progress, unit="questions") as bar:
         for item in items:

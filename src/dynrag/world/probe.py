@@ -8,6 +8,7 @@ it stopped; the verdicts (``knowledge.verdict``) go to ``knowledge-<model>.json`
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -16,6 +17,8 @@ from rich.console import Console
 from dynrag.datasets.metrics import exact_match
 from dynrag.io.files import atomic_write_json
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
+from dynrag.lm.chat import ChatFrame
+from dynrag.methods.prompting import chat_frame
 from dynrag.progress import progress_bar
 from dynrag.world.bank import RealFact, phrasings
 from dynrag.world.knowledge import VERDICTS, verdict
@@ -28,18 +31,28 @@ EXEMPLARS = (
     ("On which continent is Kenya?", "Africa"),
     ("Which river flows through Baghdad?", "Tigris"),
 )
-INSTRUCTION = "Answer each question with a short answer.\n\n"
+INSTRUCTION = "Answer each question with a short answer."
 MAX_NEW_TOKENS = 8
 
 
-def closed_book_prompt(question: str) -> str:
+def closed_book_prompt(question: str, frame: ChatFrame | None = None) -> str:
     shots = "".join(f"Question: {q}\nAnswer: {a}\n\n" for q, a in EXEMPLARS)
-    return f"{INSTRUCTION}{shots}Question: {question}\nAnswer:"
+    return in_style(frame, INSTRUCTION, f"{shots}Question: {question}")
+
+
+def in_style(frame: ChatFrame | None, instruction: str, body: str) -> str:
+    """Plain text ending in "Answer:", or, for a model prompted in the chat style (``frame``,
+    methods.prompting.chat_frame), the instruction as the system message and the body as the
+    user's, the reply to follow."""
+    if frame is None:
+        return f"{instruction}\n\n{body}\nAnswer:"
+    return f"{frame.head}{instruction}{frame.between}{body}{frame.tail}"
 
 
 def short_answer(text: str) -> str:
-    """The answer in a generation: its first line, cut at a comma or semicolon, without a final stop."""
-    line = text.strip().split("\n", 1)[0]
+    """The answer in a generation: its first line, cut at a comma or semicolon, without a final stop
+    or an "Answer:" label (a chat model may repeat the exemplars' label)."""
+    line = re.sub(r"^answer\s*:", "", text.strip().split("\n", 1)[0], flags=re.IGNORECASE)
     for mark in (",", ";"):
         line = line.split(mark, 1)[0]
     return line.strip().rstrip(".").strip()
@@ -76,7 +89,7 @@ def run_probe(lm: Any, facts: Sequence[RealFact], log: Path, console: Console, p
                                                  unit="questions") as bar:
         right = sum(1 for r in done.values() if r.get("correct"))  # answered before a restart too
         for fact, i, question in todo:
-            prediction = ask(lm, closed_book_prompt(question), max_new_tokens)
+            prediction = ask(lm, closed_book_prompt(question, chat_frame(lm)), max_new_tokens)
             record = {"fact": fact.id, "phrasing": i, "question": question, "prediction": prediction,
                       "correct": is_correct(prediction, fact.answers)}
             out.append(record)
