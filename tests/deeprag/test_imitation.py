@@ -111,6 +111,6 @@ def test_method_auto_is_lora_only_above_a_billion_parameters():
     def sized(n):  # a stand-in model: only its parameter count is read
         return SimpleNamespace(parameters=lambda: iter([SimpleNamespace(numel=lambda: n)]))
 
-    assert settle_method(TrainOptions(), sized(135_000_000)).method == "full"
-    assert settle_method(TrainOptions(), sized(7_000_000_000)).method == "lora"
-    assert settle_method(TrainOptions(method="full"), sized(7_000_000_000)).method == "full"
+    assert settle_method(TrainOptions(), sized(135_000_000), available=None).method == "full"
+    assert settle_method(TrainOptions(), sized(7_000_000_000), available=None).method == "lora"
+    assert settle_method(TrainOptions(method="full"), sized(7_000_000_000), available=None).method == "full"

@@ -25,6 +25,7 @@ from dynrag.io.files import atomic_write_text
 from dynrag.io.jsonl import JsonlAppender, json_line, read_jsonl
 from dynrag.progress import progress_bar
 from dynrag.registry import Options
+from dynrag.training.memory import available_bytes, check_fits
 
 TRAIN_LOG = "train_log.jsonl"
 
@@ -68,15 +69,18 @@ def identity_options(options: TrainOptions) -> dict[str, Any]:
 LORA_ABOVE_PARAMETERS = 1_000_000_000
 
 
-def settle_method(options: TrainOptions, model: Any) -> TrainOptions:
+def settle_method(options: TrainOptions, model: Any, available: int | None | Literal["measure"] = "measure") -> TrainOptions:
     """``method=auto`` made concrete for the loaded model (LoRA above ~1B parameters), and
-    gradient checkpointing switched on where asked; what a checkpoint's identity records."""
+    gradient checkpointing switched on where asked; what a checkpoint's identity records. A run
+    that would not fit in ``available`` bytes (by default, this machine's free memory) is refused
+    here, before its first step (training/memory.py)."""
     if options.gradient_checkpointing and hasattr(model, "gradient_checkpointing_enable"):
         model.gradient_checkpointing_enable()
-    if options.method != "auto":
-        return options
-    count = sum(p.numel() for p in model.parameters())
-    return options.model_copy(update={"method": "lora" if count > LORA_ABOVE_PARAMETERS else "full"})
+    if options.method == "auto":
+        count = sum(p.numel() for p in model.parameters())
+        options = options.model_copy(update={"method": "lora" if count > LORA_ABOVE_PARAMETERS else "full"})
+    check_fits(model, options.method, available_bytes(model) if available == "measure" else available)
+    return options
 
 
 def model_device(model: Any) -> torch.device:
