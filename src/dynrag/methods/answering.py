@@ -66,12 +66,14 @@ def answer_once(
 ) -> Answer:
     if builder.short:
         max_new_tokens = min(max_new_tokens, SHORT_ANSWER_TOKENS)
-        gen = lm.generate(builder.build(question, hits, lm=lm, max_new_tokens=max_new_tokens), max_new_tokens,
+        opener = builder.answer_phrase
+        gen = lm.generate(builder.build(question, hits, opener, lm=lm, max_new_tokens=max_new_tokens), max_new_tokens,
                           stop=ANSWER_STOPS)
         trace.note_prompt(gen.prompt)
         trace.steps.append(Step("generate", gen.text, gen.text, len(gen)))
         trace.seconds = time.perf_counter() - started
-        return Answer(text=gen.text.strip(), final_answer=short_answer(gen.text, builder.answer_phrase), trace=trace)
+        text = f"{opener} {gen.text.strip()}"
+        return Answer(text=text, final_answer=short_answer(gen.text, opener), trace=trace)
     gen = lm.generate(builder.build(question, hits, lm=lm, max_new_tokens=max_new_tokens), max_new_tokens,
                       stop=ANSWER_STOPS)
     trace.note_prompt(gen.prompt)

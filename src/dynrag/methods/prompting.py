@@ -55,8 +55,8 @@ class PromptBuilder:
         "then end with \"{phrase} <answer>.\" where <answer> is as short as possible: a name, a date, "
         "a number, or yes or no."
     )
-    # The short style: the answer at once, no reasoning (exemplars shown as question and answer).
-    # Small instruct models read gold passages better this way than when asked to reason first.
+    # The short style: the answer at once, no reasoning. The answer phrase opens the answer (and
+    # the exemplars' answers), so the model writes the answer and a full stop, not a sentence about it.
     short_instruction: str = (
         "Answer the question, using the documents when they help. Reply with the answer only, in as few "
         "words as possible."
@@ -86,8 +86,8 @@ class PromptBuilder:
         lines = []
         for ex in self.exemplars if exemplars is None else exemplars:
             lines.append(f"Question: {ex.question}")
-            lines.append(f"Answer: {ex.answer}" if self.short else
-                         f"Answer: {ex.reasoning} {self.answer_phrase} {ex.answer}.")
+            reasoning = "" if self.short else f"{ex.reasoning} "
+            lines.append(f"Answer: {reasoning}{self.answer_phrase} {ex.answer}.")
             lines.append("")
         return "\n".join(lines) + "\n" if lines else ""
 
@@ -231,8 +231,9 @@ def extract_answer(text: str, phrase: str) -> str | None:
 
 
 def short_answer(text: str, phrase: str) -> str:
-    """The answer of a short-style generation: its first line up to a sentence end, without an
-    "Answer:" label; a model that reasoned anyway is read after its answer phrase."""
+    """The answer of a short-style generation (what follows the answer phrase that opened it): its
+    first line up to a sentence end, without an "Answer:" label; a model that wrote the phrase
+    again is read after it."""
     found = extract_answer(text, phrase)
     if found is not None:
         return found
