@@ -142,11 +142,11 @@ def test_prompts_are_plain_few_shot_text_or_the_same_parts_in_a_chat_frame():
     assert plain.endswith("Question: Who wrote Emma?\nAnswer:")
     chat = closed_book_prompt("Who wrote Emma?", FRAME)
     assert chat.startswith("<sys>Answer each question with a short answer.</sys><user>Question: What is the capital")
-    assert chat.endswith("Question: Who wrote Emma?</user><bot>")
-    assert chat.replace("<sys>", "").replace("</sys><user>", "\n\n").replace("</user><bot>", "\nAnswer:") == plain
+    assert chat.endswith("Question: Who wrote Emma?</user><bot>Answer:")
+    assert chat.replace("<sys>", "").replace("</sys><user>", "\n\n").replace("</user><bot>", "\n") == plain
     read = reading_prompt("Emma is by Jane Austen.", "Who wrote Emma?", FRAME)
     assert read.startswith("<sys>Answer each question from its passage") and read.endswith(
-        "Passage: Emma is by Jane Austen.\nQuestion: Who wrote Emma?</user><bot>")
+        "Passage: Emma is by Jane Austen.\nQuestion: Who wrote Emma?</user><bot>Answer:")
 
 
 def test_a_chat_model_is_probed_and_checked_in_its_chat_frame(tmp_path: Path):
@@ -154,11 +154,11 @@ def test_a_chat_model_is_probed_and_checked_in_its_chat_frame(tmp_path: Path):
 
     def model(prompt: str) -> str:
         seen.append(prompt)
-        return "Answer: Paris" if "France" in prompt.rsplit("Question: ", 1)[1] else "Answer: Sydney"
+        return " Paris" if "France" in prompt.rsplit("Question: ", 1)[1] else " Sydney"
 
     lm = ScriptedLM(model)
     lm.prompt_style, lm.chat_frame = "chat", FRAME
     record = probe_world(lm, "scripted", FACTS[:2], tmp_path, Console(quiet=True), progress=False)
-    assert len(seen) == 6 and all(p.startswith("<sys>") and p.endswith("</user><bot>") for p in seen)
+    assert len(seen) == 6 and all(p.startswith("<sys>") and p.endswith("</user><bot>Answer:") for p in seen)
     assert {k: v["verdict"] for k, v in record["facts"].items()} == {"real:capital:France": "known",
                                                                      "real:capital:Australia": "unknown"}

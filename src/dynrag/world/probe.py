@@ -42,11 +42,12 @@ def closed_book_prompt(question: str, frame: ChatFrame | None = None) -> str:
 
 def in_style(frame: ChatFrame | None, instruction: str, body: str) -> str:
     """Plain text ending in "Answer:", or, for a model prompted in the chat style (``frame``,
-    methods.prompting.chat_frame), the instruction as the system message and the body as the
-    user's, the reply to follow."""
+    methods.prompting.chat_frame), the instruction as the system message, the body as the user's,
+    and "Answer:" opening the reply. Without that opener a small chat model answers in a sentence,
+    or answers an exemplar's question again."""
     if frame is None:
         return f"{instruction}\n\n{body}\nAnswer:"
-    return f"{frame.head}{instruction}{frame.between}{body}{frame.tail}"
+    return f"{frame.head}{instruction}{frame.between}{body}{frame.tail}Answer:"
 
 
 def short_answer(text: str) -> str:
