@@ -57,6 +57,16 @@ def test_single_retrieves_a_supporting_passage(lm, index, builder, question):
     assert {h.id for h in retrieval.hits} & set(question.supporting)
 
 
+@pytest.mark.parametrize("name", ["direct", "single"])
+def test_a_short_answer_is_one_short_generation_opened_by_the_answer_phrase(name, lm, index, builder, question):
+    answer = build_method(name, lm, None if name == "direct" else index, {"answer": "short"}, builder).answer(
+        question.question)
+    (step,) = answer.trace.steps
+    assert step.generated_tokens <= 32
+    assert answer.text.startswith(builder.answer_phrase) and answer.final_answer.strip()
+    assert "\n" not in answer.final_answer and len(answer.final_answer) < len(answer.text)
+
+
 def test_dragin_threshold_zero_retrieves_with_a_nonempty_query(lm, index, builder, question):
     answer = build_method("dragin", lm, index, {"theta": 0.0, "max_retrievals": 2}, builder).answer(question.question)
     assert answer.trace.retrievals
