@@ -64,20 +64,17 @@ def answer_once(
     max_new_tokens: int,
     started: float,
 ) -> Answer:
+    # The short style opens the answer with the answer phrase; the reasoned one starts empty.
+    opener = builder.answer_phrase if builder.short else ""
     if builder.short:
         max_new_tokens = min(max_new_tokens, SHORT_ANSWER_TOKENS)
-        opener = builder.answer_phrase
-        gen = lm.generate(builder.build(question, hits, opener, lm=lm, max_new_tokens=max_new_tokens), max_new_tokens,
-                          stop=ANSWER_STOPS)
-        trace.note_prompt(gen.prompt)
-        trace.steps.append(Step("generate", gen.text, gen.text, len(gen)))
-        trace.seconds = time.perf_counter() - started
-        text = f"{opener} {gen.text.strip()}"
-        return Answer(text=text, final_answer=short_answer(gen.text, opener), trace=trace)
-    gen = lm.generate(builder.build(question, hits, lm=lm, max_new_tokens=max_new_tokens), max_new_tokens,
+    gen = lm.generate(builder.build(question, hits, opener, lm=lm, max_new_tokens=max_new_tokens), max_new_tokens,
                       stop=ANSWER_STOPS)
     trace.note_prompt(gen.prompt)
     trace.steps.append(Step("generate", gen.text, gen.text, len(gen)))
-    answer = complete_answer(lm, builder, trace, question, hits, gen.text.strip())
+    if builder.short:
+        answer = Answer(text=f"{opener} {gen.text.strip()}", final_answer=short_answer(gen.text, opener), trace=trace)
+    else:
+        answer = complete_answer(lm, builder, trace, question, hits, gen.text.strip())
     trace.seconds = time.perf_counter() - started
     return answer
