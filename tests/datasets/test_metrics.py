@@ -44,3 +44,29 @@ def test_coverage_is_a_gold_answer_as_whole_words_of_the_normalised_prediction()
     assert covers("Lyon", ["Paris"]) == 0.0
     assert covers("anything", ["", "!"]) == 0.0  # a gold that normalises to nothing never counts
     assert covers("", ["paris"]) == 0.0
+
+
+# ---- ranking quality, checked against values worked out by hand -----------------------------------
+
+
+def test_ndcg_counts_each_gold_once_and_divides_by_the_ideal_ranking():
+    from dynrag.datasets.metrics import ndcg_at_k
+
+    # gold a at rank 2 and b at rank 3: (1/log2 3 + 1/log2 4) / (1 + 1/log2 3) = (0.63093 + 0.5) / 1.63093
+    assert ndcg_at_k(["x", "a", "b", "a"], {"a", "b"}, 10) == pytest.approx(1.13093 / 1.63093, abs=1e-5)
+    assert ndcg_at_k(["a", "b"], {"a", "b"}, 10) == pytest.approx(1.0)
+    # k = 1 with two gold ids: the ideal is one gold at rank 1
+    assert ndcg_at_k(["b", "a"], {"a", "b"}, 1) == pytest.approx(1.0)
+    assert ndcg_at_k(["x", "y"], {"a"}, 2) == 0.0
+    with pytest.raises(ValueError):
+        ndcg_at_k(["a"], set(), 1)
+
+
+def test_average_precision_charges_a_gold_id_never_found():
+    from dynrag.datasets.metrics import average_precision
+
+    # a at rank 1 (1/1), b at rank 3 (2/3): (1 + 0.6667) / 2
+    assert average_precision(["a", "x", "b"], {"a", "b"}) == pytest.approx((1 + 2 / 3) / 2)
+    # c never found: (1/2) / 2
+    assert average_precision(["x", "a"], {"a", "c"}) == pytest.approx(0.25)
+    assert average_precision(["a", "a"], {"a"}) == pytest.approx(1.0)

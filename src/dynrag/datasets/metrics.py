@@ -3,6 +3,7 @@ answers; recall@K, support_all@K and reciprocal rank for retrieval rankings."""
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections import Counter
@@ -208,3 +209,37 @@ def covers(prediction: str, golds: Iterable[str]) -> float:
     paper's ground-truth coverage for short QA answers; an empty gold never counts."""
     text = f" {normalize_answer(prediction)} "
     return float(any(gold and f" {gold} " in text for gold in (normalize_answer(g) for g in golds)))
+
+
+# ---- ranking quality with binary relevance (the retrieval tables) ---------------------------------
+
+
+def ndcg_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
+    """Binary-relevance nDCG@k: sum of 1/log2(rank + 1) over the gold ids in ``ranked[:k]``, over the
+    same sum for an ideal ranking (every gold id first). A gold id counts once, at its first rank."""
+    gold_set = set(gold)
+    if not gold_set:
+        raise ValueError("nDCG needs at least one gold id")
+    seen: set[str] = set()
+    dcg = 0.0
+    for rank, pid in enumerate(ranked[:k], start=1):
+        if pid in gold_set and pid not in seen:
+            seen.add(pid)
+            dcg += 1.0 / math.log2(rank + 1)
+    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(gold_set), k) + 1))
+    return dcg / ideal
+
+
+def average_precision(ranked: Sequence[str], gold: Iterable[str]) -> float:
+    """Mean over the gold ids of precision at the rank where each is found (0 for one never found),
+    so a ranking cut short is charged for what it misses."""
+    gold_set = set(gold)
+    if not gold_set:
+        raise ValueError("average precision needs at least one gold id")
+    seen: set[str] = set()
+    total = 0.0
+    for rank, pid in enumerate(ranked, start=1):
+        if pid in gold_set and pid not in seen:
+            seen.add(pid)
+            total += len(seen) / rank
+    return total / len(gold_set)

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynrag.reproduce import bestpractice, deeprag, dragin, world  # noqa: F401  (each registers its tables)
+from dynrag.reproduce import bestpractice, bestpractice_retrieval, deeprag, dragin, world  # noqa: F401  (each registers its tables)
+from dynrag.reproduce.retrieval_tables import RETRIEVAL_TABLES
 from dynrag.reproduce.tables import TABLES, Table
+
+
+def table_names() -> list[str]:
+    """Every table and figure `dynrag reproduce` runs."""
+    return sorted([*TABLES.names(), *RETRIEVAL_TABLES.names(), "bestpractice-figure3"])
 
 
 def open_table(name: str, options: dict[str, Any] | None = None) -> Table:

@@ -10,10 +10,17 @@ import typer
 from rich.console import Console
 
 
+# Static, so `--help` imports no table module; a test checks it against the registries.
+TABLE_HELP = ("dragin-table2 | dragin-table3 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | "
+              "deeprag-figure5 | deeprag-figure6 | world | bestpractice-table2 | bestpractice-table3 | "
+              "bestpractice-table4 | bestpractice-table6 | bestpractice-table7 | bestpractice-table8 | "
+              "bestpractice-table11 | bestpractice-figure3")
+
+
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("reproduce")
     def reproduce_command(
-        table: str = typer.Argument(..., help="dragin-table2 | dragin-table3 | bestpractice-table11 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | deeprag-figure5 | deeprag-figure6 | world | bestpractice-figure3"),
+        table: str = typer.Argument(..., help=TABLE_HELP),
         limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions of each dataset."),
         model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
         retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 | dense | hybrid | milvus (default bm25)."),
@@ -38,7 +45,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.errors import ConfigError
             from dynrag.reproduce.runs import ReproduceRequest, reproduce
             from dynrag.reproduce.render import render
-            from dynrag.reproduce.catalog import TABLES
+            from dynrag.reproduce.catalog import RETRIEVAL_TABLES, TABLES, table_names
             from dynrag.io.files import atomic_write_text
             from dynrag.registry import parse_pairs
 
@@ -49,11 +56,30 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 text = figure3_command(dataset=list(dataset), data=list(data), readers=parse_pairs(reader, flag="--reader"),
                                        model=model, limit=limit, out=out, run=run, console=err,
                                        progress=progress and err.is_terminal)
+            elif table in RETRIEVAL_TABLES:
+                from dynrag.reproduce.retrieval_render import plot_sweep, render_retrieval
+                from dynrag.reproduce.retrieval_runs import reproduce_retrieval
+
+                if reader or tuned or retriever or retriever_option or world or corpus != "contexts":
+                    raise ConfigError(f"{table}: each row names its retriever and corpus; --reader, --tuned, --retriever, "
+                                      "--retriever-option, --world and --corpus do not apply (pool more passages with "
+                                      "--option distractors=FILE)")
+                req = ReproduceRequest(
+                    table=table, options=parse_pairs(option), limit=limit, model=model,
+                    data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
+                    data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run,
+                )
+                spec = RETRIEVAL_TABLES.open(table, req.options)
+                report = reproduce_retrieval(spec, req, console=err, progress=progress and err.is_terminal)
+                text = render_retrieval(report)
+                picture = (write.with_suffix(".png") if write is not None else Path(out) / "retrieval" / table / f"{table}.png")
+                if plot_sweep(report, picture):
+                    text += f"\nPlot: {picture}\n"
             else:
                 if reader:
                     raise ConfigError("--reader: only `reproduce bestpractice-figure3` reads trained readers")
                 if table not in TABLES:
-                    raise ConfigError(f"unknown table {table!r}; choose one of: {', '.join(TABLES.names())}, bestpractice-figure3")
+                    raise ConfigError(f"unknown table {table!r}; choose one of: {', '.join(table_names())}")
                 req = ReproduceRequest(
                     table=table, options=parse_pairs(option), limit=limit, model=model, retriever=retriever,
                     retriever_options=list(retriever_option), corpus=corpus,

@@ -27,7 +27,8 @@ DEFAULT_FILES = {
     "strategyqa": "strategyqa/strategyqa_train.json",  # DRAGIN's code evaluates on StrategyQA train
     "iirc": "iirc/dev.json",
     "musique": "musique/musique_ans_dev_sample.jsonl",
-    "popqa": "popqa/popqa.jsonl",
+    "popqa": ("popqa/popqa.jsonl", "popqa/popqa_dev_300.jsonl"),
+    "nq": "nq/nq_open_oracle_dev_500.jsonl",  # NQ-open with each question's gold passage (generic JSONL)
     "webquestions": "webquestions/webquestions.jsonl",  # not released in this layout: the generic JSONL
 }
 
@@ -68,12 +69,22 @@ def find_data(table: Table, req: ReproduceRequest) -> tuple[dict[str, Path], dic
             if not path.is_file():
                 raise DataError(str(path), f"--data {ds}=: no such file")
             found[ds] = path
-        elif req.data_dir is not None and (Path(req.data_dir) / DEFAULT_FILES[ds]).is_file():
-            found[ds] = Path(req.data_dir) / DEFAULT_FILES[ds]
+        elif req.data_dir is not None and (placed := _placed(Path(req.data_dir), ds)) is not None:
+            found[ds] = placed
         else:
-            where = f" or put it at {Path(req.data_dir) / DEFAULT_FILES[ds]}" if req.data_dir else " or --data-dir DIR"
+            where = f" or put it at {Path(req.data_dir) / _places(ds)[0]}" if req.data_dir else " or --data-dir DIR"
             missing[ds] = f"no data: give --data {ds}=PATH{where}"
     return found, missing
+
+
+def _places(ds: str) -> tuple[str, ...]:
+    place = DEFAULT_FILES[ds]
+    return place if isinstance(place, tuple) else (place,)
+
+
+def _placed(data_dir: Path, ds: str) -> Path | None:
+    """The first of the dataset's usual places that holds a file under ``data_dir``."""
+    return next((data_dir / p for p in _places(ds) if (data_dir / p).is_file()), None)
 
 
 def slug(text: str) -> str:

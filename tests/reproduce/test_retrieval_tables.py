@@ -1,0 +1,125 @@
+"""Retrieval-only paper tables: the coverage scoring against hand-worked values, and a table run end
+to end on a tiny HotpotQA file with real bm25s indexes (resumed, documents chunked, bad input)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dynrag.errors import ConfigError
+from dynrag.reproduce.catalog import RETRIEVAL_TABLES, TABLES, table_names
+from dynrag.reproduce.cli import TABLE_HELP
+from dynrag.reproduce.retrieval_render import render_retrieval
+from dynrag.reproduce.retrieval_runs import reproduce_retrieval
+from dynrag.reproduce.retrieval_tables import (
+    CorpusShape, Metric, RetrievalRow, RetrievalTable, chunk_span, covered_within, first_cover_ranks, ranking_scores,
+)
+from dynrag.reproduce.runs import ReproduceRequest
+from dynrag.reproduce.tables import published
+from tests.eval import fixtures as fx
+
+
+# ---- scoring ------------------------------------------------------------------------------------
+
+
+def test_a_chunk_covers_a_paragraph_when_half_of_its_words_are_inside():
+    parts = {"a": (0, 10), "b": (10, 20), "c": (20, 24)}
+    assert covered_within((0, 15), parts) == {"a", "b"}  # b: 5 of 10 words inside, exactly half
+    assert covered_within((6, 14), parts) == set()  # a 4/10, b 4/10
+    assert covered_within((18, 30), parts) == {"c"}
+
+
+def test_chunk_span_follows_the_windows_of_chunk_by_tokens():
+    from dynrag.corpus.passage import Passage
+    from dynrag.text.chunking import chunk_by_tokens
+
+    document = Passage("doc-1", "t", " ".join(f"w{i}" for i in range(23)))
+    for chunk in chunk_by_tokens(document, 10, 3):
+        doc, (start, end) = chunk_span(chunk.id, 23, 10, 3)
+        assert doc == "doc-1" and chunk.text.split() == [f"w{i}" for i in range(start, end)]
+    assert chunk_span("doc-2", 7, 10, 3) == ("doc-2", (0, 7))  # fits in one chunk: keeps its id
+
+
+def test_ranking_scores_match_hand_computed_values():
+    # gold a first covered at rank 2, b at rank 3 (rank 1 covers nothing), c never
+    covers = [set(), {"a", "x"}, {"b"}, {"a"}]
+    assert first_cover_ranks(covers, ["a", "b", "c"]) == {"a": 2, "b": 3}
+    scores = ranking_scores(covers, ["a", "b", "c"], [5, 6, 7, 8], ["r@1", "r@3", "mrr@1", "mrr@10", "ndcg@2", "map", "words@2"])
+    assert scores["r@1"] == 0 and scores["r@3"] == pytest.approx(2 / 3)
+    assert scores["mrr@1"] == 0 and scores["mrr@10"] == pytest.approx(0.5)
+    assert scores["ndcg@2"] == pytest.approx((1 / 1.58496) / (1 + 1 / 1.58496), abs=1e-5)
+    assert scores["map"] == pytest.approx((1 / 2 + 2 / 3) / 3)
+    assert scores["words@2"] == 11
+    with pytest.raises(ValueError):
+        ranking_scores(covers, ["a"], [1] * 4, ["bogus@3"])
+
+
+# ---- registry and help -----------------------------------------------------------------------------
+
+
+def test_help_lists_every_table_and_each_names_a_published_source():
+    for name in table_names():
+        assert name in TABLE_HELP
+    for name in RETRIEVAL_TABLES.names():
+        table = RETRIEVAL_TABLES.open(name, {})
+        assert table.source and table.stand_in and table.rows
+        assert name in published()["tables"] and table.published, name  # the paper's cells are typed
+        metrics = {m.paper for m in table.metrics if m.paper}
+        for rows in table.published.values():
+            for cells in rows.values():
+                assert set(cells) & metrics, (name, cells)
+    assert not set(RETRIEVAL_TABLES.names()) & set(TABLES.names())
+
+
+# ---- a table end to end -------------------------------------------------------------------------
+
+
+def tiny_table(rows: list[RetrievalRow]) -> RetrievalTable:
+    return RetrievalTable(
+        "tiny", "A tiny table", ["hotpotqa"], rows,
+        [Metric("R@1", "r@1", "r@1"), Metric("MRR@10", "mrr@10"), Metric("words in top 1", "words@1", None, 1.0, 0)],
+        {"paperset": {"bm25": {"r@1": 12.5}}}, "their data", "our tiny file", "a test",
+    )
+
+
+def run(tmp_path: Path, table: RetrievalTable, **kw):
+    from rich.console import Console
+
+    files = fx.write_all(tmp_path)
+    req = ReproduceRequest(table="tiny", data={"hotpotqa": files["hotpotqa"]}, out=tmp_path / "out", **kw)
+    return reproduce_retrieval(table, req, Console(stderr=True, quiet=True), progress=False)
+
+
+def test_paragraph_rows_score_their_rankings_and_a_rerun_reads_them_back(tmp_path):
+    table = tiny_table([RetrievalRow("bm25", "BM25", "bm25")])
+    report = run(tmp_path, table)
+    summary = report["results"][("hotpotqa", "bm25")]
+    assert summary["n"] == 2
+    # h1's gold is two paragraphs, h2's one; every gold paragraph of this 4-paragraph pool is found
+    assert summary["table_scores"]["r@1"] > 0 and summary["table_scores"]["mrr@10"] == 1.0
+    row_dir = next((tmp_path / "out" / "retrieval" / "tiny" / "hotpotqa" / "nall").glob("*/bm25-*"))
+    stamp = (row_dir / "summary.json").stat().st_mtime_ns
+    again = run(tmp_path, table)
+    assert again["results"][("hotpotqa", "bm25")]["table_scores"] == summary["table_scores"]
+    assert (row_dir / "summary.json").stat().st_mtime_ns == stamp  # read back, not rerun
+    text = render_retrieval(again)
+    assert "| BM25 |" in text and "Published (paperset)" in text and "12.50" in text and "Cost of this command" in text
+
+
+def test_documents_are_chunked_and_chunks_credit_the_paragraphs_inside_them(tmp_path):
+    rows = [RetrievalRow("whole", "one chunk a document", "bm25", corpus=CorpusShape("tokens:2048:0", documents=True)),
+            RetrievalRow("small", "4-word chunks", "bm25", corpus=CorpusShape("tokens:4:1", documents=True))]
+    report = run(tmp_path, tiny_table(rows), limit=1)
+    whole = report["results"][("hotpotqa", "whole")]["table_scores"]
+    small = report["results"][("hotpotqa", "small")]["table_scores"]
+    assert whole["r@1"] == 1.0  # the question's own document holds both gold paragraphs
+    assert small["r@1"] < 1.0 and 0 < small["words@1"] <= 4 and whole["words@1"] > small["words@1"]
+    corpus = json.loads(next((tmp_path / "out" / "retrieval" / "corpora" / "hotpotqa").glob("*/docs_tokens-4-1_default/corpus.json")).read_text())
+    assert corpus["documents"] and set(corpus["spans"]) == {"doc-h1", "doc-h2"}
+
+
+def test_an_unknown_row_names_the_rows(tmp_path):
+    with pytest.raises(ConfigError, match="has rows bm25"):
+        run(tmp_path, tiny_table([RetrievalRow("bm25", "BM25", "bm25")]), rows=["nope"])
