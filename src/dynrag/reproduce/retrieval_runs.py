@@ -165,7 +165,7 @@ def _run_row(row: RetrievalRow, ds: str, data: Path, corpora: Path, out: Path, t
         return done
     index = corpora / row.corpus.key() / "index"
     options = dict(row.options)
-    if row.corpus.embedding_model is not None and row.retriever != "bm25":
+    if row.corpus.embedding_model is not None and _embeds(row.retriever):
         options.setdefault("embedding_model", row.corpus.embedding_model)
     flags: dict[str, Any] = dict(
         dataset=LOADERS.get(ds, ds), data=data, out=out, retriever=row.retriever, corpus=str(index),
@@ -178,6 +178,12 @@ def _run_row(row: RetrievalRow, ds: str, data: Path, corpora: Path, out: Path, t
     summary = run_retrieval_eval(plan, console, progress)
     atomic_write_json(out / "row.json", {"row": _row_identity(row)})
     return summary
+
+
+def _embeds(retriever: str) -> bool:
+    from dynrag.retrieval.factory import RETRIEVERS
+
+    return "embedding_model" in RETRIEVERS.get(retriever).options.model_fields
 
 
 def _numpy_bm25(retriever: str, options: dict[str, Any]) -> dict[str, Any]:
