@@ -123,3 +123,23 @@ def test_documents_are_chunked_and_chunks_credit_the_paragraphs_inside_them(tmp_
 def test_an_unknown_row_names_the_rows(tmp_path):
     with pytest.raises(ConfigError, match="has rows bm25"):
         run(tmp_path, tiny_table([RetrievalRow("bm25", "BM25", "bm25")]), rows=["nope"])
+
+
+def test_a_reranking_row_reorders_its_first_stage_and_resumes_without_ranking_a_question_twice(tmp_path):
+    rows = [RetrievalRow("bm25", "BM25", "bm25"),
+            RetrievalRow("embedding", "embedding reranker", "bm25", rerank="embedding", first_stage="bm25", candidates=3)]
+    table = tiny_table(rows)
+    report = run(tmp_path, table, rows=["embedding"])  # its first stage runs too
+    assert set(report["results"]) == {("hotpotqa", "bm25"), ("hotpotqa", "embedding")}
+    reranked = report["results"][("hotpotqa", "embedding")]
+    assert reranked["reranker"] == "embedding" and reranked["n"] == 2
+    row_dir = next((tmp_path / "out" / "retrieval" / "tiny" / "hotpotqa" / "nall").glob("*/embedding-*"))
+    lines = (row_dir / "rankings.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and all(len(json.loads(line)["ranked"]) <= 3 for line in lines)
+    # killed after the first question: its ranking stays, the second is made once
+    (row_dir / "summary.json").unlink()
+    (row_dir / "rankings.jsonl").write_text(lines[0] + "\n" + lines[1][:10])
+    again = run(tmp_path, table, rows=["embedding"])
+    ids = [json.loads(line)["id"] for line in (row_dir / "rankings.jsonl").read_text().splitlines()]
+    assert sorted(ids) == ["h1", "h2"]
+    assert again["results"][("hotpotqa", "embedding")]["table_scores"] == reranked["table_scores"]

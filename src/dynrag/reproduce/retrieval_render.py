@@ -88,7 +88,13 @@ def plot_sweep(report: dict[str, Any], path: Path) -> bool:
     series: dict[str, list[tuple[float, float]]] = {}
     for (ds, key), summary in report["results"].items():
         row = next(r for r in table.rows if r.key == key)
-        if not summary or row.x is None or "table_scores" not in summary:
+        if not summary or "table_scores" not in summary:
+            continue
+        if table.sweep.over_cutoffs:
+            series[f"{ds} {row.label}"] = [(float(m.split("@")[1]), summary["table_scores"][m])
+                                           for m in table.sweep.metrics if m in summary["table_scores"]]
+            continue
+        if row.x is None:
             continue
         for metric in table.sweep.metrics:
             value = summary["table_scores"].get(metric)

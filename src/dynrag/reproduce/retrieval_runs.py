@@ -40,7 +40,9 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
     bad = sorted(set(req.rows or []) - set(keys))
     if bad:
         raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
-    rows = [row for row in table.rows if req.rows is None or row.key in req.rows]
+    wanted = set(req.rows or keys)
+    wanted |= {row.first_stage for row in table.rows if row.key in wanted and row.first_stage}  # reranked rows need theirs
+    rows = [row for row in table.rows if row.key in wanted]
     distractors = req.options.get("distractors")
     found, missing = find_data(table, req)  # type: ignore[arg-type]  (it reads .name and .datasets)
     for ds, why in missing.items():
@@ -61,7 +63,12 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
             out = base / f"{row.key}-{_digest(row)}"
             console.print(f"[bold]row {i}/{len(rows)}[/bold] {ds} {row.label}: {out}")
             try:
-                summary = _existing(out, row) if not req.run else _run_row(row, ds, data, corpora, out, table, req, console, progress)
+                if not req.run:
+                    summary = _existing(out, row)
+                elif row.rerank != "none":
+                    summary = _rerank(row, base, corpora, pool, out, req, console, progress)
+                else:
+                    summary = _run_row(row, ds, data, corpora, out, table, req, console, progress)
             except DynragError as exc:  # e.g. an embedding model not installed: the other rows still run
                 console.print(f"[yellow]{ds} {row.label}: {exc}[/yellow]")
                 results[(ds, row.key)] = {"error": str(exc).splitlines()[0]}
@@ -85,8 +92,7 @@ def _digest_of(path: str) -> str:
 
 
 def _digest(row: RetrievalRow) -> str:
-    blob = json.dumps([row.retriever, row.options, row.corpus.key(), row.query_transform, row.transform_options],
-                      sort_keys=True)
+    blob = json.dumps(_row_identity(row), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:6]
 
 
@@ -106,7 +112,7 @@ def _corpus(directory: Path, examples: list, shape: CorpusShape, distractors: st
     if manifest_path.exists():
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         if manifest.get("format") == CORPUS_FORMAT and manifest.get("questions") == [ex.id for ex in examples] \
-                and (directory / "index" / "manifest.json").exists():
+                and (directory / "index" / "manifest.json").exists() and (directory / "passages.jsonl").exists():
             return manifest
     if shape.documents:
         passages, spans = _documents(examples)
@@ -120,6 +126,8 @@ def _corpus(directory: Path, examples: list, shape: CorpusShape, distractors: st
                 seen.add(extra.id)
                 passages.append(extra)
     directory.mkdir(parents=True, exist_ok=True)
+    # Reranking rows read passages by id; the index holds chunks, this file what was chunked.
+    atomic_write_text(directory / "passages.jsonl", "".join(json_line(p.to_dict()) for p in passages))
     build_index(passages, directory / "index", chunk=spec if spec.kind != "none" else None, progress=progress,
                 total=len(passages))
     manifest = {
@@ -180,6 +188,29 @@ def _run_row(row: RetrievalRow, ds: str, data: Path, corpora: Path, out: Path, t
     return summary
 
 
+def _rerank(row: RetrievalRow, base: Path, corpora: Path, pool: list, out: Path, req: ReproduceRequest, console,
+            progress: bool) -> dict[str, Any]:
+    from dynrag.reproduce.rerank_rows import rerank_row
+
+    done = _existing(out, row)
+    if done is not None:
+        console.print("  finished earlier: read back")
+        return done
+    stage = _stage_dir(base, row.first_stage)
+    summary = rerank_row(row, stage, corpora / row.corpus.key() / "passages.jsonl", {ex.id: ex.question for ex in pool},
+                         out, req.model, console, progress)
+    atomic_write_json(out / "row.json", {"row": _row_identity(row)})
+    return summary
+
+
+def _stage_dir(base: Path, key: str | None) -> Path:
+    """The finished directory of the row whose ranking a reranking row reorders."""
+    found = [d for d in base.glob(f"{key}-*") if (d / "row.json").exists() and (d / "rankings.jsonl").exists()]
+    if not key or len(found) != 1:
+        raise ConfigError(f"reranking needs the finished first-stage row {key!r} under {base}")
+    return found[0]
+
+
 def _embeds(retriever: str) -> bool:
     from dynrag.retrieval.factory import RETRIEVERS
 
@@ -194,8 +225,11 @@ def _numpy_bm25(retriever: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _row_identity(row: RetrievalRow) -> dict[str, Any]:
-    return {"retriever": row.retriever, "options": row.options, "corpus": row.corpus.key(),
-            "query_transform": row.query_transform, "transform_options": row.transform_options}
+    identity = {"retriever": row.retriever, "options": row.options, "corpus": row.corpus.key(),
+                "query_transform": row.query_transform, "transform_options": row.transform_options}
+    if row.rerank != "none":
+        identity.update(rerank=row.rerank, candidates=row.candidates, first_stage=row.first_stage)
+    return identity
 
 
 def _existing(out: Path, row: RetrievalRow) -> dict[str, Any] | None:

@@ -43,6 +43,9 @@ class RetrievalRow:
     query_transform: str = "none"  # eval-retrieval's --query-transform
     transform_options: dict[str, Any] = field(default_factory=dict)  # e.g. hyde_documents
     x: float | None = None  # the row's place on the table's swept axis (its plot)
+    rerank: str = "none"  # a reranker of the chain: reorders `first_stage`'s top `candidates` (rerank_rows.py)
+    candidates: int = 20
+    first_stage: str | None = None  # the key of the row whose ranking is reranked
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class Sweep:
     axis: str
     metrics: tuple[str, ...]
     log_x: bool = False
+    over_cutoffs: bool = False  # x is each metric's cut-off K (one line per row), not the row's x
 
 
 @dataclass
@@ -129,7 +133,8 @@ def first_cover_ranks(covers: Sequence[set[str]], gold: Iterable[str]) -> dict[s
 def ranking_scores(covers: Sequence[set[str]], gold: Sequence[str], words: Sequence[int], keys: Iterable[str]) -> dict[str, float]:
     """One question's figures: ``r@K`` (share of gold covered by the top K), ``mrr@K`` (1 / rank of
     the first hit covering any gold, within K), ``ndcg@K`` and ``map`` (binary relevance, each gold
-    passage counted at the rank of its first covering hit), ``words@K`` (words in the top K hits)."""
+    passage counted at the rank of its first covering hit), ``hit@K`` (1 when any gold is covered
+    within K), ``words@K`` (words in the top K hits)."""
     gold_set = set(gold)
     if not gold_set:
         raise ValueError("a ranking is scored against at least one gold passage")
@@ -141,6 +146,8 @@ def ranking_scores(covers: Sequence[set[str]], gold: Sequence[str], words: Seque
         found = sorted(r for r in ranks.values() if r <= k)
         if name == "r":
             out[key] = len(found) / len(gold_set)
+        elif name == "hit":
+            out[key] = 1.0 if found else 0.0
         elif name == "mrr":
             out[key] = 1.0 / found[0] if found else 0.0
         elif name == "ndcg":
