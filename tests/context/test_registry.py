@@ -10,8 +10,8 @@ from tests.fakes import HashEmbedder
 
 
 def test_the_chain_accepts_exactly_the_registered_compressors():
-    assert COMPRESSORS.names() == ["extractive", "selective"]
-    with pytest.raises(ValueError, match="unknown compressor 'zip'; choose one of: none, extractive, selective"):
+    assert COMPRESSORS.names() == ["extractive", "selective", "abstractive"]
+    with pytest.raises(ValueError, match="unknown compressor 'zip'; choose one of: none, extractive, selective, abstractive"):
         ChainOptions(compress="zip")
 
 

@@ -123,3 +123,19 @@ def test_summarize_hand_computed():
     none = summarize(preds, dataset_has_support=False, yes_no=True)
     assert none["support_recall"] is None and none["support_all"] is None and none["accuracy"] == 0.25
     assert summarize([], True, False)["n"] == 0
+
+
+def test_context_words_count_what_the_model_read_and_old_records_give_no_mean():
+    from dynrag.datasets.loaders import QAExample
+    from dynrag.eval.summary import make_record
+
+    example = QAExample(id="q1", question="Where?", answers=["Lyon"], contexts=[], supporting=[])
+    answer = {"answer": "Lyon", "final_answer": "Lyon", "retrievals": [
+        {"query": "a", "hits": [{"id": "p1", "title": "T", "text": "one two three"}]},
+        {"query": "b", "hits": [{"id": "p2", "title": "T", "text": "four  five"}, {"id": "p3", "title": "", "text": ""}]},
+    ]}
+    record = make_record(example, answer, 0.1, yes_no=False)
+    assert record["context_words"] == 5
+    assert summarize([record, {**record, "context_words": 1}], False, False)["context_words_per_question"] == 3.0
+    old = {k: v for k, v in record.items() if k != "context_words"}
+    assert summarize([record, old], False, False)["context_words_per_question"] is None

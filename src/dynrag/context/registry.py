@@ -38,3 +38,14 @@ def open_selective(options: SelectiveOptions, *, lm: Any, embedder: Callable[[],
     from dynrag.context.compress import SelectiveContextCompressor
 
     return SelectiveContextCompressor(lm, options.compress_ratio)
+
+
+class AbstractiveOptions(Options):
+    compress_max_new_tokens: int = Field(96, ge=1)  # the summary's length cap, in tokens
+
+
+@COMPRESSORS.register("abstractive", AbstractiveOptions, summary="the answering model rewrites the passages as a short question-focused summary")
+def open_abstractive(options: AbstractiveOptions, *, lm: Any, embedder: Callable[[], Any]) -> Compressor:
+    from dynrag.context.abstractive import AbstractiveCompressor
+
+    return AbstractiveCompressor(lm, options.compress_max_new_tokens)

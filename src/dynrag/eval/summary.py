@@ -36,9 +36,11 @@ def make_record(
     support = set(example.supporting)
     retrieved_ids: list[str] = []
     found: set[str] = set()
+    context_words = 0  # what the model was given to read, after any compression
     for r in retrievals:
         for hit in r.get("hits") or []:
             retrieved_ids.append(str(hit["id"]))
+            context_words += len(str(hit.get("text") or "").split())
             # Pooled contexts carry the support ids themselves; any other index is matched by content.
             for key in (str(hit["id"]), passage_key(hit.get("title") or "", hit.get("text") or "")):
                 if key in support:
@@ -60,6 +62,7 @@ def make_record(
         "retrievals": len(retrievals),
         "queries": [r.get("query", "") for r in retrievals],
         "retrieved_ids": list(dict.fromkeys(retrieved_ids)),
+        "context_words": context_words,
         "support": list(example.supporting),
         "support_found": [s_id for s_id in example.supporting if s_id in found],
         "generated_tokens": int(answer.get("generated_tokens") or 0),
@@ -122,6 +125,9 @@ def summarize(
             sum(float(p.get("kept_tokens", p["generated_tokens"])) for p in preds),
         ),
         "seconds_per_question": _mean([float(p["seconds"]) for p in preds]),
+        # Records written before this figure existed lack it: then there is no mean to give.
+        "context_words_per_question": (_mean([float(p["context_words"]) for p in preds])
+                                       if preds and all("context_words" in p for p in preds) else None),
         "support_recall": support_recall,
         "support_all": support_all,
     }

@@ -93,3 +93,11 @@ def choose_style(asked: str, preferred: PromptStyle, frame: ChatFrame | None) ->
             raise ConfigError("model option prompt=chat: this model's tokenizer has no chat template; use prompt=plain")
         return "plain"
     return style  # type: ignore[return-value]
+
+
+def frame_of(lm: object) -> ChatFrame | None:
+    """The frame to build ``lm``'s prompts in: its chat template's, when it is prompted in the
+    chat style; None for plain text (and for no model at all)."""
+    if lm is None or getattr(lm, "prompt_style", "plain") != "chat":
+        return None
+    return getattr(lm, "chat_frame", None)

@@ -92,6 +92,7 @@ class ChainOptions(MethodOptions):
     compress: str = "none"
     compress_budget: int = Field(150, ge=1)  # extractive: words kept over all passages
     compress_ratio: float = Field(0.5, gt=0.0, le=1.0)  # selective: share of words kept
+    compress_max_new_tokens: int = Field(96, ge=1)  # abstractive: the summary's length cap
     # Keep the search query's last N tokens of the model's tokenizer (DRAGIN's released code cuts
     # every BM25 query, its baselines' too, to 64); None: no cut.
     max_query_tokens: int | None = Field(None, ge=1, description="keep the query's last N tokens; None: no cut")

@@ -203,11 +203,10 @@ class PromptBuilder:
 
 
 def chat_frame(lm: Any) -> ChatFrame | None:
-    """The frame to build ``lm``'s prompts in: its chat template's, when it is prompted in the
-    chat style (lm/chat.py); None for plain text (and for no model at all)."""
-    if lm is None or getattr(lm, "prompt_style", "plain") != "chat":
-        return None
-    return getattr(lm, "chat_frame", None)
+    """The frame to build ``lm``'s prompts in (lm/chat.py's ``frame_of``)."""
+    from dynrag.lm.chat import frame_of
+
+    return frame_of(lm)
 
 
 def format_hit(hit: Hit) -> str:
