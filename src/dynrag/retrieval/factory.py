@@ -22,6 +22,7 @@ from dynrag.errors import ConfigError, DynragError
 from dynrag.lm.device import check_device
 from dynrag.registry import Options, Registry, parse_pairs
 from dynrag.retrieval.base import Retriever, RetrieverTraits
+from dynrag.retrieval.embedding_models import check_embedding_spec
 from dynrag.retrieval.hybrid import DEFAULT_ALPHA
 
 RETRIEVERS: Registry[Retriever] = Registry("retriever")
@@ -39,9 +40,16 @@ class BM25Options(RetrieverOptions):
 
 
 class EmbeddingOptions(RetrieverOptions):
-    embedding_model: str | None = None  # a sentence-embedding model directory; None: the packaged one
+    # packaged:NAME (retrieval/embedding_models.py) or a sentence-embedding model directory; None:
+    # the packaged all-MiniLM-L6-v2
+    embedding_model: str | None = None
     batch_size: int = Field(64, ge=1)
     device: str = "auto"  # where the embedding model runs: auto, cpu, cuda, cuda:N, mps
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _embedding_model(cls, value: str | None) -> str | None:
+        return check_embedding_spec(value)  # an unknown packaged: name fails while options are parsed
 
     @field_validator("device")
     @classmethod
