@@ -121,7 +121,9 @@ def test_bestpractice_rows_use_the_chain_options(tmp_path):
                            limit=1)
     report = reproduce(req, method_factory=factory(answers(), built=built), progress=False)
     by_options = {json.dumps(c["options"].get("preset")) + c["retriever"]: c for c, _, _ in built}
-    assert len(built) == 6 and '"best"hybrid' in by_options and '"none"hybrid' in by_options
+    assert len(built) == 12 and '"best"hybrid' in by_options and '"none"hybrid' in by_options
+    chains = {(c["options"].get("rerank"), c["options"].get("compress"), c["options"].get("repack")) for c, _, _ in built}
+    assert {("lm", "none", "forward"), ("none", "extractive", "forward"), ("none", "none", "sides")} <= chains
     assert "| Hybrid with HyDE retrieval |" in render(report) and "11.71" in render(report)
 
 

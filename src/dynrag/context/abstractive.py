@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynrag.context.compress import _word_count, context_text
+from dynrag.context.compress import context_text, word_count
 from dynrag.errors import ConfigError
 from dynrag.lm.chat import frame_of
 from dynrag.retrieval.base import Hit
@@ -49,7 +49,7 @@ class AbstractiveCompressor:
         else:
             out = [Hit("summary:" + "+".join(h.id for h in hits), "Summary", summary, hits[0].score if hits else 0.0)]
         details = {
-            "compress": self.name, "words_before": _word_count(hits), "words_after": _word_count(out),
+            "compress": self.name, "words_before": word_count(hits), "words_after": word_count(out),
             "decoded_tokens": gen.decoded_tokens or len(gen), "max_new_tokens": self.max_new_tokens,
             "dropped_passages": [],  # every passage was read to write the summary
         }

@@ -143,7 +143,7 @@ def context_text(hits: Sequence[Hit]) -> tuple[str, list[int]]:
     return text, starts
 
 
-def _word_count(hits: Sequence[Hit]) -> int:
+def word_count(hits: Sequence[Hit]) -> int:
     return sum(len(h.text.split()) for h in hits)
 
 
@@ -151,8 +151,8 @@ def _details(kind: str, hits: Sequence[Hit], out: Sequence[Hit], units: Sequence
     kept_ids = {h.id for h in out}
     return {
         "compress": kind,
-        "words_before": _word_count(hits),
-        "words_after": _word_count(out),
+        "words_before": word_count(hits),
+        "words_after": word_count(out),
         "sentences_before": len(units),
         "sentences_after": len(kept),
         "dropped_passages": [h.id for h in hits if h.id not in kept_ids],

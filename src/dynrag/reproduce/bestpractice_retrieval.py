@@ -16,7 +16,7 @@ from dynrag.reproduce.tables import published
 
 PAPER = "Wang et al., 2024, Searching for Best Practices in Retrieval-Augmented Generation"
 # The packaged sentence-embedding models (retrieval/embedding_models.py), in the order of their size.
-EMBEDDING_MODELS = ("packaged:all-minilm-l6-v2", "packaged:bge-small-en-v1.5", "packaged:all-mpnet-base-v2")
+EMBEDDING_MODELS = ("packaged:all-minilm-l6-v2", "packaged:all-mpnet-base-v2")
 
 
 class RetrievalTableOptions(Options):
