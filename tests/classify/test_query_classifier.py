@@ -1,6 +1,5 @@
-"""The shipped query classifier, its examples file and its training script."""
+"""The shipped query classifier and its examples file (training: test_training.py)."""
 
-import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
@@ -10,18 +9,11 @@ import pytest
 
 from dynrag.classify import QueryClassifier
 from dynrag.classify.query import FORMAT_VERSION, default_weights_path
-from dynrag.errors import DataError, DynragError
+from dynrag.errors import DynragError
 from dynrag.retrieval.embedder import Embedder
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "src/dynrag/data/query_classifier_examples.jsonl"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("train_query_classifier", ROOT / "scripts/train_query_classifier.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -86,26 +78,3 @@ def test_a_different_embedding_model_is_refused():
     classifier = QueryClassifier.load(embedder=OtherEmbedder())
     with pytest.raises(DynragError, match="trained on 'all-MiniLM-L6-v2'"):
         classifier.decide("anything")
-
-
-def test_stratified_split_is_deterministic_and_proportional():
-    script = load_script()
-    labels = np.array([0] * 40 + [1] * 20)
-    train, test = script.stratified_split(labels, 0.25, seed=0)
-    assert sorted(np.concatenate([train, test]).tolist()) == list(range(60))
-    assert Counter(labels[test].tolist()) == {0: 10, 1: 5}
-    again = script.stratified_split(labels, 0.25, seed=0)
-    assert (again[1] == test).all()
-    folds = script.stratified_folds(labels, 5, seed=0)
-    assert all(Counter(labels[f].tolist()) == {0: 8, 1: 4} for f in folds)
-
-
-def test_training_data_errors_name_file_and_line(tmp_path):
-    script = load_script()
-    bad = tmp_path / "ex.jsonl"
-    bad.write_text('{"text": "a", "needs_retrieval": true}\n{"text": "b", "needs_retrieval": "yes"}\n')
-    with pytest.raises(DataError, match=r"ex.jsonl:2: 'needs_retrieval' must be true or false"):
-        script.read_examples(bad)
-    bad.write_text('{"text": "a", "needs_retrieval": true}\n')
-    with pytest.raises(DataError, match="both labels"):
-        script.read_examples(bad)

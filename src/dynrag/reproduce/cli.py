@@ -12,9 +12,10 @@ from rich.console import Console
 
 # Static, so `--help` imports no table module; a test checks it against the registries.
 TABLE_HELP = ("dragin-table2 | dragin-table3 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | "
-              "deeprag-figure5 | deeprag-figure6 | world | bestpractice-table2 | bestpractice-table3 | "
-              "bestpractice-table4 | bestpractice-table6 | bestpractice-table7 | bestpractice-table8 | bestpractice-table9 | "
-              "bestpractice-table11 | bestpractice-figure3")
+              "deeprag-figure5 | deeprag-figure6 | world | bestpractice-table1 | bestpractice-table2 | "
+              "bestpractice-table3 | bestpractice-table4 | bestpractice-table6 | bestpractice-table7 | "
+              "bestpractice-table8 | bestpractice-table9 | bestpractice-table10 | bestpractice-table11 | "
+              "bestpractice-figure3")
 
 
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
@@ -56,6 +57,14 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 text = figure3_command(dataset=list(dataset), data=list(data), readers=parse_pairs(reader, flag="--reader"),
                                        model=model, limit=limit, out=out, run=run, console=err,
                                        progress=progress and err.is_terminal)
+            elif table == "bestpractice-table1":
+                from dynrag.reproduce.bestpractice_table1 import refuse_flags, table1_command
+
+                refuse_flags({"--reader": reader, "--tuned": tuned, "--row": row, "--dataset": dataset, "--option": option,
+                              "--model": model != "bundled", "--retriever": retriever, "--retriever-option": retriever_option,
+                              "--corpus": corpus != "contexts", "--batch": batch != 1, "--no-run": not run})
+                text = table1_command(data_dir=data_dir, data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
+                                      world=world, limit=limit, out=out, console=err, progress=progress and err.is_terminal)
             elif table in RETRIEVAL_TABLES:
                 from dynrag.reproduce.retrieval_render import plot_sweep, render_retrieval
                 from dynrag.reproduce.retrieval_runs import reproduce_retrieval
