@@ -37,7 +37,7 @@ def _table(name: str, title: str, rows: list[RetrievalRow], metrics: list[Metric
 
 
 TREC_METRICS = [Metric("mAP", "map", "map"), Metric("nDCG@10", "ndcg@10", "ndcg@10"),
-                Metric("R@50", "r@50", "r@50"), Metric("R@100 (paper R@1k)", "r@100", "r@1k"),
+                Metric("R@50", "r@50", "r@50"), Metric("R@100 (paper R@1k)", "r@100", "r@1k", paper_title="R@1k"),
                 Metric("latency s/query", None, "latency", 1.0, 2)]
 TREC_STAND_IN = ("HotpotQA (two gold paragraphs among ~10 per question, pooled) and NQ-open (one gold passage "
                  "per question, pooled) stand in for TREC DL19/DL20 passage ranking; our pools hold about "

@@ -35,7 +35,7 @@ def render_retrieval(report: dict[str, Any]) -> str:
     distractors = req.options.get("distractors")
     lines = [
         f"# {table.title}", "",
-        f"Ours: first {req.limit or 'all'} questions of each dataset with a supporting passage; each dataset's "
+        f"Ours: {f'the first {req.limit}' if req.limit else 'all'} questions of each dataset with a supporting passage; each dataset's "
         f"pooled context paragraphs{f' plus the passages of {distractors}' if distractors else ''}{written}. "
         f"Paper: {table.paper_setting}.", "", f"Stand-ins: {table.stand_in}",
     ]
@@ -62,7 +62,7 @@ def render_retrieval(report: dict[str, Any]) -> str:
     for paper_ds, cells in table.published.items():
         metrics = [m for m in table.metrics if m.paper]
         lines += ["", f"Published ({paper_ds}):", "",
-                  "| row | " + " | ".join(m.title for m in metrics) + " |", "|" + "|".join(" --- " for _ in range(len(metrics) + 1)) + "|"]
+                  "| row | " + " | ".join(m.paper_title or m.title for m in metrics) + " |", "|" + "|".join(" --- " for _ in range(len(metrics) + 1)) + "|"]
         for key, row_cells in cells.items():
             label = table.published_labels.get(key) or next((r.label for r in table.rows if r.key == key), key)
             lines.append(f"| {label} | " + " | ".join(_cell(row_cells.get(m.paper), 1.0, 2) for m in metrics) + " |")

@@ -55,6 +55,7 @@ class Metric:
     paper: str | None = None  # the published cells' key, when the paper reports it
     scale: float = 100.0  # the paper prints percentages
     digits: int = 1
+    paper_title: str | None = None  # the published column's title, when it is not ``title``
 
 
 @dataclass(frozen=True)
