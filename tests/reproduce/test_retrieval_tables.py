@@ -143,3 +143,19 @@ def test_a_reranking_row_reorders_its_first_stage_and_resumes_without_ranking_a_
     ids = [json.loads(line)["id"] for line in (row_dir / "rankings.jsonl").read_text().splitlines()]
     assert sorted(ids) == ["h1", "h2"]
     assert again["results"][("hotpotqa", "embedding")]["table_scores"] == reranked["table_scores"]
+
+
+@pytest.mark.slow
+def test_with_reader_true_the_bundled_reader_answers_from_each_rows_chunks(tmp_path):
+    from dataclasses import replace
+
+    rows = [RetrievalRow("whole", "one chunk a document", "bm25", corpus=CorpusShape("tokens:2048:0", documents=True))]
+    table = replace(tiny_table(rows), reads=True,
+                    metrics=[Metric("R@1", "r@1"), Metric("EM", "em", reader=True), Metric("F1", "f1", reader=True)])
+    report = run(tmp_path, table, limit=1, options={"reader": "true", "reader_k": "1"})
+    scores = report["results"][("hotpotqa", "whole")]["table_scores"]
+    assert scores["r@1"] == 1.0 and 0.0 <= scores["f1"] <= 1.0 and "em" in scores
+    reader_dir = next((tmp_path / "out" / "retrieval" / "tiny").rglob("reader"))
+    config = json.loads((reader_dir / "config.json").read_text())
+    assert config["method"] == "single" and config["options"]["k"] == 1
+    assert "| row | R@1 | EM | F1 |" in render_retrieval(report)

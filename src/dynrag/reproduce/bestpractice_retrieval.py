@@ -23,6 +23,8 @@ class RetrievalTableOptions(Options):
     distractors: str | None = Field(
         None, description="a passages JSONL (e.g. the 21k-passage Wikipedia corpus) pooled in beside each dataset's paragraphs"
     )
+    reader: bool = Field(False, description="chunking tables: the reader (--model, `single`) also answers from each row's top hits")
+    reader_k: int = Field(3, ge=1, description="hits the reader reads")
 
 
 def _published(name: str) -> tuple[dict[str, Any], str]:
@@ -70,11 +72,13 @@ def _chunk_rows(specs: list[tuple[str, str, str, float | None]]) -> list[Retriev
 
 CHUNK_METRICS = [Metric("R@1", "r@1"), Metric("R@3", "r@3"), Metric("MRR@10", "mrr@10"),
                  Metric("words in top 3", "words@3", None, 1.0, 0),
+                 Metric("reader EM", "em", reader=True), Metric("reader F1", "f1", reader=True),
                  Metric("faithfulness", None, "faithfulness"), Metric("relevancy", None, "relevancy")]
 CHUNK_STAND_IN = ("each HotpotQA question's ten context paragraphs, joined into one document (about 1,000 words), "
                   "stand in for the pages of lyft_2021; a chunk counts as finding a gold paragraph when at least "
                   "half of that paragraph lies inside it. The paper judged answers with an LLM (faithfulness, "
-                  "relevancy); we report supporting-paragraph recall and the words a reader would read.")
+                  "relevancy); we report supporting-paragraph recall, the words a reader would read and, with "
+                  "`--option reader=true`, the reader's EM/F1 answering from the top 3 chunks.")
 
 
 @RETRIEVAL_TABLES.register("bestpractice-table3", RetrievalTableOptions, "Best-practices Table 3: chunk size")
@@ -82,7 +86,7 @@ def table3(options: RetrievalTableOptions) -> RetrievalTable:
     sizes = [2048, 1024, 512, 256, 128, 64]
     rows = _chunk_rows([(f"tokens-{s}", f"{s} words", f"tokens:{s}:20", float(s)) for s in sizes])
     return _table("bestpractice-table3", "Best-practices Table 3: chunk size", rows, CHUNK_METRICS,
-                  datasets=["hotpotqa"], sweep=Sweep("chunk size (words)", ("r@1", "r@3"), log_x=True),
+                  datasets=["hotpotqa"], sweep=Sweep("chunk size (words)", ("r@1", "r@3", "f1"), log_x=True), reads=True,
                   published_labels={f"tokens-{s}": f"{s} tokens" for s in sizes},
                   paper_setting="the first 60 pages of lyft_2021, ~170 LLM-written queries, chunks with 20 tokens of overlap, "
                                 "text-embedding-ada-002; faithfulness and relevancy judged by gpt-3.5-turbo",
@@ -97,7 +101,7 @@ def table4(options: RetrievalTableOptions) -> RetrievalTable:
         ("small2big", "small-to-big (search 175, return 512, 20 overlap)", "small-to-big:175:512:20", None),
     ])
     return _table("bestpractice-table4", "Best-practices Table 4: chunking techniques", rows, CHUNK_METRICS,
-                  datasets=["hotpotqa"],
+                  datasets=["hotpotqa"], reads=True,
                   published_labels={"original": "original", "small2big": "small2big", "sliding_window": "sliding window"},
                   paper_setting="lyft_2021 as in Table 3, LLM-Embedder; small chunks 175 tokens, large 512, overlap 20",
                   stand_in=CHUNK_STAND_IN)

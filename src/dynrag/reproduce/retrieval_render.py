@@ -44,7 +44,8 @@ def render_retrieval(report: dict[str, Any]) -> str:
         if ds in report["missing"]:
             lines += [f"_{report['missing'][ds]}_", ""]
             continue
-        ours = table.ours()
+        reading = any("em" in ((results.get((ds, r.key)) or {}).get("table_scores") or {}) for r in table.rows)
+        ours = table.ours(reading)
         header = ["row", *(m.title for m in ours), "s/query", "n"]
         lines += ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
         for row in table.rows:

@@ -44,6 +44,7 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
     wanted |= {row.first_stage for row in table.rows if row.key in wanted and row.first_stage}  # reranked rows need theirs
     rows = [row for row in table.rows if row.key in wanted]
     distractors = req.options.get("distractors")
+    reading = bool(table.reads and req.options.get("reader") in (True, "true", "1", "yes"))
     found, missing = find_data(table, req)  # type: ignore[arg-type]  (it reads .name and .datasets)
     for ds, why in missing.items():
         console.print(f"[yellow]{ds}: {why}; its rows are left out[/yellow]")
@@ -73,7 +74,13 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
                 console.print(f"[yellow]{ds} {row.label}: {exc}[/yellow]")
                 results[(ds, row.key)] = {"error": str(exc).splitlines()[0]}
                 continue
-            results[(ds, row.key)] = None if summary is None else {**summary, **_scores(out, corpus, table)}
+            if summary is not None:
+                summary = {**summary, **_scores(out, corpus, table)}
+                if reading and req.run:
+                    summary["table_scores"].update(_read(row, ds, data, corpora, out, req, console, progress))
+                elif reading:
+                    summary["table_scores"].update(_read_back(out / "reader"))
+            results[(ds, row.key)] = summary
     cost = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started}
     return {"table": table, "results": results, "missing": missing, "request": req, "found": list(found), "cost": cost}
 
@@ -211,6 +218,33 @@ def _stage_dir(base: Path, key: str | None) -> Path:
     return found[0]
 
 
+def _read(row: RetrievalRow, ds: str, data: Path, corpora: Path, out: Path, req: ReproduceRequest, console,
+          progress: bool) -> dict[str, float]:
+    """The reader (`single`, --model) answering from the row's top hits over the row's corpus: an
+    ordinary eval run directory under the row's, resumed like any."""
+    from dynrag.config import load_run_config
+    from dynrag.eval.runner import run_eval
+    from dynrag.run.plan import make_plan
+
+    k = int(req.options.get("reader_k", 3))
+    options = _numpy_bm25(row.retriever, dict(row.options))
+    flags = dict(dataset=LOADERS.get(ds, ds), data=data, method="single", out=out / "reader",
+                 corpus=str(corpora / row.corpus.key() / "index"), limit=req.limit, model=req.model,
+                 options={"k": k}, retriever=row.retriever, workers=1)
+    pairs = [f"{key}={value}" for key, value in options.items()]
+    summary = run_eval(make_plan(load_run_config(None, flags, retriever_pairs=pairs), command="eval"),
+                       console=console, progress=progress)
+    return {"em": summary["em"], "f1": summary["f1"]}
+
+
+def _read_back(reader_dir: Path) -> dict[str, float]:
+    try:
+        summary = json.loads((reader_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {"em": summary["em"], "f1": summary["f1"]}
+
+
 def _embeds(retriever: str) -> bool:
     from dynrag.retrieval.factory import RETRIEVERS
 
@@ -245,7 +279,7 @@ def _existing(out: Path, row: RetrievalRow) -> dict[str, Any] | None:
 def _scores(out: Path, corpus: dict[str, Any], table: RetrievalTable) -> dict[str, Any]:
     """The table's figures from a row's rankings: each hit covers itself, or (documents) the gold
     paragraphs at least half inside its chunk."""
-    keys = [m.key for m in table.ours() if m.key]
+    keys = [m.key for m in table.ours() if m.key and not m.reader]
     spans, size, overlap = corpus.get("spans") or {}, corpus.get("size"), corpus.get("overlap") or 0
     per_question = []
     for record in read_jsonl(out / "rankings.jsonl"):

@@ -56,6 +56,7 @@ class Metric:
     scale: float = 100.0  # the paper prints percentages
     digits: int = 1
     paper_title: str | None = None  # the published column's title, when it is not ``title``
+    reader: bool = False  # an answer figure of the reader's eval run ("em", "f1"), not a ranking one
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,11 @@ class RetrievalTable:
     remarks: list[str] = field(default_factory=list)
     published_labels: dict[str, str] = field(default_factory=dict)  # a published row's name, when no row of ours has its key
 
-    def ours(self) -> list[Metric]:
-        """The metrics we compute (the rest are the paper's only)."""
-        return [m for m in self.metrics if m.key]
+    reads: bool = False  # `--option reader=true` also has the reader answer from each row's top hits
+
+    def ours(self, reading: bool = True) -> list[Metric]:
+        """The metrics we compute (the rest are the paper's only); the reader's only when it read."""
+        return [m for m in self.metrics if m.key and (reading or not m.reader)]
 
     @property
     def depth(self) -> int:
