@@ -103,7 +103,7 @@ def index(
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Index directory to write (replaced atomically); --engine bm25."),
     chunk: str = typer.Option("none", "--chunk", metavar="SPEC", help="none | tokens:SIZE:OVERLAP | sentences:N:OVERLAP | small-to-big:SMALL:LARGE:OVERLAP"),
     dense: bool = typer.Option(False, "--dense/--no-dense", help="Also embed the passages into OUT/dense (dense and hybrid search)."),
-    embedding_model: Optional[Path] = typer.Option(None, "--embedding-model", metavar="DIR", help="Sentence-embedding model directory (default: packaged all-MiniLM-L6-v2)."),
+    embedding_model: Optional[str] = typer.Option(None, "--embedding-model", metavar="NAME|DIR", help="packaged:all-minilm-l6-v2 (the default), packaged:all-mpnet-base-v2 (make embeddings) or a sentence-embedding model directory."),
     engine: str = typer.Option("bm25", "--engine", metavar="NAME", help="bm25 (a local bm25s index in --out) | opensearch (an index on a server)."),
     url: str = typer.Option("http://127.0.0.1:9200", "--url", metavar="URL", help="--engine opensearch: the server (http or https)."),
     name: str = typer.Option("dynrag", "--name", metavar="NAME", help="--engine opensearch: the index name."),
