@@ -57,9 +57,12 @@ class RunConfig(Options):
     batch: int | None = None  # questions in flight in this process, their generations batched (lm/batch_engine.py)
     # eval-retrieval: recall@K cut-offs (`options.k` is something else: passages per retrieval)
     cutoffs: list[int] = Field(default_factory=lambda: [3, 10])
-    hyde: bool = False
-    hyde_cache: Path | None = None
+    # eval-retrieval: what is searched instead of the bare question (retrieval/query_transforms.py)
+    query_transform: str = "none"  # none, hyde, hyde-only, hyde-multi, rewrite, decompose
+    hyde: bool = False  # the older name of query_transform: hyde
+    hyde_cache: Path | None = None  # JSONL of the transform's texts (any transform's)
     hyde_max_new_tokens: int = Field(64, ge=1)
+    hyde_documents: int = Field(3, ge=1)  # hyde-multi: passages after the question
     # Where each key's value came from (a file or a flag), for messages about it.
     _origin: dict[str, str | None] = PrivateAttr(default_factory=dict)
     _source: str | None = PrivateAttr(default=None)
@@ -73,6 +76,15 @@ class RunConfig(Options):
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:
             raise ValueError("expected a number of worker processes >= 1, or auto")
         return number
+
+    @field_validator("query_transform")
+    @classmethod
+    def _query_transform(cls, value: str) -> str:
+        from dynrag.retrieval.query_prompts import QUERY_TRANSFORMS
+
+        if value not in QUERY_TRANSFORMS:
+            raise ValueError(f"unknown query transform; choose one of: {', '.join(QUERY_TRANSFORMS)}")
+        return value
 
     @field_validator("cutoffs", mode="before")
     @classmethod

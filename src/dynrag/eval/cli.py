@@ -13,6 +13,7 @@ from rich.text import Text
 from dynrag.datasets.formats import DATASETS
 from dynrag.methods.registry import METHODS
 from dynrag.retrieval.factory import RETRIEVERS, option_help
+from dynrag.retrieval.query_prompts import QUERY_TRANSFORMS
 
 DATASET_NAMES = DATASETS.choices(", ")
 CONFIG_HELP = "A run configuration (YAML, see docs/evaluation.md); flags given here override its keys."
@@ -123,17 +124,31 @@ def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
         limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Only the first N questions."),
         skip_bad: Optional[bool] = typer.Option(None, "--skip-bad/--no-skip-bad", help="Skip and count malformed records."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
-        hyde: Optional[bool] = typer.Option(
-            None, "--hyde/--no-hyde", help="Search with each question plus a hypothetical passage the model writes."
+        query_transform: Optional[str] = typer.Option(
+            None, "--query-transform", metavar="NAME",
+            help=f"What is searched instead of the question: {', '.join(QUERY_TRANSFORMS)} (default none; "
+            "docs/evaluation.md). hyde: question + a hypothetical passage the model writes; hyde-only: the passage; "
+            "hyde-multi: question + N passages; rewrite: a search query the model writes; decompose: 1-3 "
+            "sub-questions, each searched, rankings fused.",
         ),
-        model: Optional[str] = typer.Option(None, "--model", metavar="SPEC", help="HyDE's model: bundled | bundled:NAME | hf:PATH_OR_ID"),
+        hyde: Optional[bool] = typer.Option(
+            None, "--hyde/--no-hyde", help="Same as --query-transform hyde."
+        ),
+        model: Optional[str] = typer.Option(
+            None, "--model", metavar="SPEC", help="The query transform's model: bundled | bundled:NAME | hf:PATH_OR_ID"
+        ),
         hyde_cache: Optional[Path] = typer.Option(
             None, "--hyde-cache", metavar="FILE",
-            help="JSONL of HyDE passages, reused when model and prompt match and extended with new ones "
-            "(default OUT/hyde.jsonl); share one file across runs to write each passage once.",
+            help="JSONL of the texts the query transform had the model write, reused when model, settings and "
+            "prompt match and extended with new ones (default OUT/hyde.jsonl, or OUT/query-texts.jsonl for "
+            "rewrite and decompose); share one file across runs to write each text once.",
         ),
         hyde_max_new_tokens: Optional[int] = typer.Option(
             None, "--hyde-max-new-tokens", metavar="N", help="Length cap of a HyDE passage (default 64)."
+        ),
+        hyde_documents: Optional[int] = typer.Option(
+            None, "--hyde-documents", metavar="N",
+            help="hyde-multi: passages after the question (default 3): the greedy one, then sampled ones.",
         ),
     ) -> None:
         """Measure retrieval alone: recall@K, support_all@K, MRR and queries/s on a benchmark's
@@ -145,13 +160,14 @@ def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
             from dynrag.eval.retrieval_run import run_retrieval_eval
             from dynrag.run.plan import make_plan
 
-            if hyde is not True and (hyde_cache is not None or model is not None):
-                raise ConfigError("--hyde-cache and --model apply to HyDE: add --hyde")
+            writes_text = hyde is True or query_transform not in (None, "none") or config is not None
+            if not writes_text and (hyde_cache is not None or model is not None):
+                raise ConfigError("--hyde-cache and --model apply to a query transform: add --hyde or --query-transform NAME")
             if option:
                 warn_deprecated("eval-retrieval --option is now --retriever-option")
             flags = dict(dataset=dataset, data=data, out=out, retriever=retriever, corpus=corpus, cutoffs=k, limit=limit,
-                         skip_bad=skip_bad, hyde=hyde, model=model, hyde_cache=hyde_cache,
-                         hyde_max_new_tokens=hyde_max_new_tokens)
+                         skip_bad=skip_bad, query_transform=query_transform, hyde=hyde, model=model,
+                         hyde_cache=hyde_cache, hyde_max_new_tokens=hyde_max_new_tokens, hyde_documents=hyde_documents)
             run = load_run_config(config, flags, retriever_pairs=list(retriever_option) + list(option),
                                   retriever_flag="--retriever-option" if retriever_option or not option else "--option")
             plan = make_plan(run, command="eval-retrieval")

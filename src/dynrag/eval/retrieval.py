@@ -8,7 +8,8 @@ Metrics (pure functions in metrics.py), per question with at least one gold supp
 - ``support_all@K``: 1 when every gold passage is in the top K, else 0;
 - ``mrr``: 1 / rank of the first gold passage among the top max(K) hits (0 when none is);
 each averaged over the questions. ``queries_per_second`` counts the questions searched divided by
-the wall time of the searches (and of ``query_transform``, when given), after one warm-up query.
+the wall time of the searches (and of ``query_transform``, when given, and of fusing the rankings
+of a question searched several times), after one warm-up query.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from dynrag.datasets.loaders import QAExample
 from dynrag.datasets.metrics import recall_at_k, reciprocal_rank, support_all_at_k
 from dynrag.retrieval.base import Retriever
 
-QueryTransform = Callable[[list[str]], list[str]]
+# A batch of questions -> what each is searched with: one text, or several whose rankings are fused
+# (query decomposition: retrieval/query_transforms.py).
+QueryTransform = Callable[[list[str]], Sequence[str | Sequence[str]]]
 
 
 # ---- evaluation -------------------------------------------------------------------------------
@@ -51,7 +54,9 @@ def evaluate_retrieval(
     """Search every question with gold support and score its rankings.
 
     ``query_transform`` (e.g. HyDE: question -> question + hypothetical passage) maps a batch of
-    questions to the texts actually searched; it is timed as part of retrieval.
+    questions to the texts actually searched, one per question, or a list of texts for a question
+    searched several times (their rankings fused by reciprocal rank, ``fuse_rankings``); it is
+    timed as part of retrieval, and each ranking records what was searched (``queries``).
     """
     ks = sorted(set(ks))
     if not ks or ks[0] < 1:
@@ -67,16 +72,18 @@ def evaluate_retrieval(
     if not usable:
         raise DynragError("no question has gold supporting passages: nothing to evaluate")
 
-    def queries_for(batch: list[QAExample]) -> list[str]:
+    def queries_for(batch: list[QAExample]) -> list[str | list[str]]:
         questions = [ex.question for ex in batch]
         if query_transform is None:
-            return questions
-        out = list(query_transform(questions))
+            return questions  # type: ignore[return-value]
+        out = [q if isinstance(q, str) else list(q) for q in query_transform(questions)]
         if len(out) != len(questions):
             raise DynragError(f"query_transform returned {len(out)} queries for {len(questions)} questions")
+        if any(not q or not all(isinstance(t, str) for t in q) for q in out if isinstance(q, list)):
+            raise DynragError("query_transform returned an empty or non-text list of queries for a question")
         return out
 
-    retriever.search_batch(queries_for(usable[:1]), depth)  # warm-up: JIT, caches, lazy loads
+    search_ranked(retriever, queries_for(usable[:1]), depth)  # warm-up: JIT, caches, lazy loads
 
     from dynrag.progress import stderr_bar
 
@@ -87,12 +94,14 @@ def evaluate_retrieval(
         for start in range(0, len(usable), batch_size):
             batch = usable[start : start + batch_size]
             t0 = time.perf_counter()
-            hits = retriever.search_batch(queries_for(batch), depth)
+            queries = queries_for(batch)
+            ranked = search_ranked(retriever, queries, depth)
             elapsed += time.perf_counter() - t0
-            for ex, ex_hits in zip(batch, hits):
-                rankings.append(
-                    {"id": ex.id, "gold": list(dict.fromkeys(ex.supporting)), "ranked": [h.id for h in ex_hits]}
-                )
+            for ex, query, ids in zip(batch, queries, ranked):
+                record = {"id": ex.id, "gold": list(dict.fromkeys(ex.supporting)), "ranked": ids}
+                if query_transform is not None:
+                    record["queries"] = [query] if isinstance(query, str) else query
+                rankings.append(record)
             bar.update(len(batch))
 
     n = len(rankings)
@@ -108,6 +117,24 @@ def evaluate_retrieval(
     return RetrievalResult(summary, rankings)
 
 
+def search_ranked(retriever: Retriever, queries: list[str | list[str]], depth: int) -> list[list[str]]:
+    """The ranked ids of each question: one search_batch call for the whole batch; a question with
+    several queries gets their rankings fused (reciprocal rank, cut to ``depth``)."""
+    if all(isinstance(q, str) for q in queries):  # one text a question: the rankings as they come
+        return [[h.id for h in hits] for hits in retriever.search_batch(queries, depth)]  # type: ignore[arg-type]
+    from dynrag.retrieval.query_transforms import fuse_rankings
+
+    groups = [[q] if isinstance(q, str) else q for q in queries]
+    flat = [text for group in groups for text in group]
+    hits = retriever.search_batch(flat, depth)
+    out, at = [], 0
+    for group in groups:
+        lists = [[h.id for h in found] for found in hits[at : at + len(group)]]
+        at += len(group)
+        out.append(lists[0] if len(lists) == 1 else fuse_rankings(lists, depth))
+    return out
+
+
 def write_outputs(out: Path, result: RetrievalResult, meta: dict[str, Any]) -> Path:
     """DIR/summary.json (meta + metrics) and DIR/rankings.jsonl; returns the summary path."""
     from dynrag.io.files import atomic_write_json, atomic_write_text
@@ -120,38 +147,48 @@ def write_outputs(out: Path, result: RetrievalResult, meta: dict[str, Any]) -> P
     return out / "summary.json"
 
 
-def write_hyde_passages(passages, questions: list[str], progress: bool) -> int:
-    """Have a passage for every question; returns how many the model wrote now."""
+def write_query_texts(transformer, questions: list[str], progress: bool) -> int:
+    """Have every text the questions' transform needs (a QueryTransformer); returns how many the
+    model wrote now."""
     from dynrag.progress import stderr_bar
 
-    before = passages.generated
-    with stderr_bar(len(questions), "HyDE passages", progress, unit=" q") as bar:
+    written = 0
+    with stderr_bar(len(questions), f"{transformer.name} texts", progress, unit=" q") as bar:
         for question in questions:
-            passages.passage(question)
+            written += transformer.write(question)
             bar.update(1)
-    return passages.generated - before
+    return written
 
 
-def hyde_summary(passages, questions: list[str], written: int, summary: dict) -> dict:
-    """What HyDE cost: passages written now or reused, and queries/s counting the model's writing
-    time (as recorded when each passage was written, so a reused file reports the same figure)."""
-    generation = passages.generation_seconds(questions)
-    return {
-        "hyde_model": passages.lm.name,
-        "hyde_max_new_tokens": passages.max_new_tokens,
-        "hyde_cache": str(Path(passages.path).resolve()) if passages.path else None,
-        "hyde_generated": written,
-        "hyde_reused": len(questions) - written,
-        "hyde_generation_seconds": generation,
-        "queries_per_second_with_generation": summary["n"] / (summary["search_seconds"] + generation),
+def transform_summary(transformer, questions: list[str], written: int, summary: dict) -> dict:
+    """What a query transform cost: texts written now or reused, the model's writing time (as
+    recorded when each text was written, so a reused file reports the same figure) and queries/s
+    counting it. A ``hyde`` run also keeps the keys its summaries had before the other transforms."""
+    texts = transformer.texts
+    generation = transformer.generation_seconds(questions)
+    cache = str(Path(texts.path).resolve()) if texts.path else None
+    reused = transformer.count(questions) - written
+    seconds = summary["search_seconds"] + generation
+    out = {
+        **transformer.settings(), "query_model": texts.lm.name, "query_cache": cache,
+        "texts_generated": written, "texts_reused": reused, "generation_seconds": generation,
+        "queries_per_second_with_generation": summary["n"] / seconds if seconds > 0 else float("inf"),
     }
+    if transformer.name == "hyde":
+        out.update(hyde_model=texts.lm.name, hyde_cache=cache, hyde_generated=written, hyde_reused=reused,
+                   hyde_generation_seconds=generation)
+    return out
+
+
+TRANSFORM_TITLES = {"hyde": " + HyDE", "hyde-only": " + HyDE passage alone", "hyde-multi": " + HyDE ({n} passages)",
+                    "rewrite": " + query rewriting", "decompose": " + query decomposition"}
 
 
 def summary_table(summary: dict, ks: list[int]) -> Table:
     """One row per metric (a wide row of columns wraps its headers in a narrow terminal)."""
     opts = ", ".join(f"{k}={v}" for k, v in summary.get("options", {}).items())
-    hyde = " + HyDE" if summary.get("query_transform") == "hyde" else ""
-    title = f"{summary['retriever']}" + (f" ({opts})" if opts else "") + hyde + f" on {summary['dataset']}"
+    transform = TRANSFORM_TITLES.get(summary.get("query_transform", "none"), "").format(n=summary.get("hyde_documents"))
+    title = f"{summary['retriever']}" + (f" ({opts})" if opts else "") + transform + f" on {summary['dataset']}"
     table = Table(title=Text(title))
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -1,5 +1,5 @@
-"""`dynrag eval-retrieval` as a run: the questions, the index, HyDE passages if asked for, the
-search and the output files of one ``eval-retrieval`` plan (``make_plan(..., command="eval-retrieval")``).
+"""`dynrag eval-retrieval` as a run: the questions, the index, the query transform's texts if
+one is asked for (HyDE passages, rewritten queries, sub-questions), the search and the output files of one ``eval-retrieval`` plan (``make_plan(..., command="eval-retrieval")``).
 The measuring itself is in ``retrieval.py``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from dynrag.eval.retrieval import evaluate_retrieval, hyde_summary, write_hyde_passages, write_outputs
+from dynrag.eval.retrieval import evaluate_retrieval, transform_summary, write_outputs, write_query_texts
 from dynrag.io.rundir import CONFIG, RETRIEVAL_RUN_FORMAT, lock_run
 from dynrag.eval.steps import load_questions, run_index
 from dynrag.io.files import atomic_write_json
@@ -23,15 +23,37 @@ def retrieval_config(plan: RunPlan) -> dict[str, Any]:
     return {
         "format": RETRIEVAL_RUN_FORMAT, "retriever": retriever.name, "options": retriever.options,
         "dataset": data.name, "data": str(data.data), "corpus": retriever.corpus, "k": list(settings.cutoffs),
-        "limit": data.limit, "hyde": settings.hyde,
+        "limit": data.limit, "hyde": settings.query_transform == "hyde", "query_transform": settings.query_transform,
+        **({"hyde_documents": settings.hyde_documents} if settings.query_transform == "hyde-multi" else {}),
     }
+
+
+def default_cache(out: Path, transform: str) -> Path:
+    """Where a run keeps its transform's texts when no ``hyde_cache`` is given: HyDE passages in
+    OUT/hyde.jsonl (as before the other transforms), rewrites and sub-questions in OUT/query-texts.jsonl."""
+    return out / ("hyde.jsonl" if transform.startswith("hyde") else "query-texts.jsonl")
+
+
+def open_transformer(plan: RunPlan, out: Path, progress: bool):
+    """The plan's QueryTransformer over its model (prompted in the model's chat template when it
+    reads best that way), its texts cached in ``hyde_cache`` or the run directory."""
+    from dynrag.methods.prompting import chat_frame
+    from dynrag.retrieval.hyde_cache import QueryTexts
+    from dynrag.retrieval.query_transforms import QueryTransformer
+    from dynrag.run.assemble import open_model
+
+    settings = plan.retrieval_eval
+    assert settings is not None
+    lm = open_model(plan.model, progress)
+    texts = QueryTexts(lm, settings.hyde_cache or default_cache(out, settings.query_transform), chat_frame(lm))
+    return QueryTransformer(settings.query_transform, texts, hyde_documents=settings.hyde_documents,
+                            hyde_max_new_tokens=settings.hyde_max_new_tokens)
 
 
 def run_retrieval_eval(plan: RunPlan, console: Console, progress: bool) -> dict[str, Any]:
     """Measure the plan's retriever on its benchmark into ``plan.out``; returns the summary written."""
     from dynrag.retrieval.base import close_retriever
     from dynrag.retrieval.factory import open_retriever
-    from dynrag.run.assemble import open_model
 
     retriever, data, settings, out = plan.retriever, plan.dataset, plan.retrieval_eval, Path(plan.out)
     assert retriever is not None and data is not None and settings is not None
@@ -40,22 +62,19 @@ def run_retrieval_eval(plan: RunPlan, console: Console, progress: bool) -> dict[
     with lock_run(out):
         # The directory records its kind first, so no other command mistakes it for its own.
         atomic_write_json(out / CONFIG, retrieval_config(plan))
-        index_dir = run_index(retriever.index, out, examples, console, progress) if retriever.corpus else None
-        passages = questions = written = None
-        if settings.hyde:
-            from dynrag.retrieval.hyde_cache import HydePassages
-
-            passages = HydePassages(open_model(plan.model, progress), settings.hyde_cache or out / "hyde.jsonl",
-                                    settings.hyde_max_new_tokens)
-            # Write every passage before searching, so queries_per_second is search alone
-            # whether the passages were written now or read back.
+        transformer = questions = written = None
+        if settings.query_transform != "none":
+            transformer = open_transformer(plan, out, progress)  # a model that cannot do it fails before the index
+            # Write every text before searching, so queries_per_second is search alone
+            # whether the texts were written now or read back.
             questions = [ex.question for ex in examples if ex.supporting]
-            written = write_hyde_passages(passages, questions, progress)
+            written = write_query_texts(transformer, questions, progress)
+        index_dir = run_index(retriever.index, out, examples, console, progress) if retriever.corpus else None
         # The options as given: the backend's own speed is what is measured (no numpy default).
         searcher = open_retriever(retriever.name, index_dir, retriever.options, work_dir=out, progress=progress)
         try:
             result = evaluate_retrieval(
-                searcher, examples, ks, progress=progress, query_transform=passages.expand if passages else None
+                searcher, examples, ks, progress=progress, query_transform=transformer.queries if transformer else None
             )
         finally:
             close_retriever(searcher)
@@ -67,9 +86,9 @@ def run_retrieval_eval(plan: RunPlan, console: Console, progress: bool) -> dict[
             "corpus": retriever.corpus if retriever.corpus in ("contexts", None) else str(index_dir.resolve()),
             "index": str(index_dir.resolve()) if index_dir is not None else None,
             "k": ks,
-            "query_transform": "hyde" if passages else "none",
+            "query_transform": settings.query_transform,
         }
-        if passages is not None:
-            meta.update(hyde_summary(passages, questions, written, result.summary))
+        if transformer is not None:
+            meta.update(transform_summary(transformer, questions, written, result.summary))
         write_outputs(out, result, meta)
         return {**meta, **result.summary}  # what summary.json now holds

@@ -81,9 +81,15 @@ class RetrievalEval:
     """`eval-retrieval`'s own settings."""
 
     cutoffs: tuple[int, ...] = (3, 10)
-    hyde: bool = False
-    hyde_cache: Path | None = None
+    query_transform: str = "none"  # retrieval/query_transforms.py: none, hyde, hyde-only, hyde-multi, rewrite, decompose
+    hyde_cache: Path | None = None  # the file of the transform's texts (any transform's, despite its name)
     hyde_max_new_tokens: int = 64
+    hyde_documents: int = 3  # hyde-multi's passages
+
+    @property
+    def hyde(self) -> bool:
+        """Whether the questions are searched with one HyDE passage each (the old ``--hyde``)."""
+        return self.query_transform == "hyde"
 
 
 @dataclass(frozen=True)
@@ -199,10 +205,29 @@ def _retrieval_eval_plan(config: RunConfig) -> RunPlan:
     from dynrag.io.rundir import check_run_dir
 
     check_run_dir(Path(config.out), "eval-retrieval")
-    model = _model(config.model) if config.hyde else ModelSpec.parse(config.model)
-    settings = RetrievalEval(tuple(config.cutoffs), config.hyde, config.hyde_cache, config.hyde_max_new_tokens)
+    transform = _query_transform(config)
+    model = _model(config.model) if transform != "none" else ModelSpec.parse(config.model)
+    settings = RetrievalEval(tuple(config.cutoffs), transform, config.hyde_cache, config.hyde_max_new_tokens,
+                             config.hyde_documents)
     return RunPlan("eval-retrieval", model, retriever=retriever, dataset=dataset, out=Path(config.out),
                    retrieval_eval=settings)
+
+
+def _query_transform(config: RunConfig) -> str:
+    """eval-retrieval's query transform: ``query_transform``, or ``hyde`` for the older ``hyde: true``."""
+    from dynrag.retrieval.query_transforms import check_transform
+
+    transform = config.query_transform
+    check_transform(transform, config.hyde_documents)
+    if config.hyde:
+        if transform not in ("none", "hyde"):
+            raise ConfigError(f"--hyde is --query-transform hyde, which conflicts with --query-transform {transform}: "
+                              "drop one (or `hyde:` / `query_transform:` in --config)")
+        transform = "hyde"
+    if transform == "none" and config.hyde_cache is not None:
+        raise ConfigError("--hyde-cache applies to a query transform that writes text: add --hyde or "
+                          "--query-transform NAME (or drop `hyde_cache:` from --config)")
+    return transform
 
 
 def plan_from_saved(config: dict[str, Any]) -> RunPlan:
