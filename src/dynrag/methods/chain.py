@@ -250,7 +250,10 @@ class RetrievalChain:
             from dynrag.retrieval.hyde import hypothetical_passage, join_query
 
             started = time.perf_counter()
-            passage, decoded = hypothetical_passage(self.lm, question, o.hyde_max_new_tokens)
+            from dynrag.lm.chat import frame_of
+
+            # A chat model writes its passage inside its own template, as it reads every other prompt.
+            passage, decoded = hypothetical_passage(self.lm, question, o.hyde_max_new_tokens, frame_of(self.lm))
             query = join_query(question, passage)
             trace.steps.append(Step("hyde", passage, "", decoded, kept_tokens=0, details={
                 "query": query, "seconds": round(time.perf_counter() - started, 4),
