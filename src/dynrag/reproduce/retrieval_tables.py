@@ -29,7 +29,9 @@ class CorpusShape:
     embedding_model: str | None = None  # None: the packaged default
 
     def key(self) -> str:
-        model = (self.embedding_model or "default").replace("/", "-").replace(":", "-")
+        # The packaged default named explicitly is the default: one corpus and one dense part for both.
+        default = self.embedding_model in (None, "packaged:all-minilm-l6-v2")
+        model = "default" if default else str(self.embedding_model).replace("/", "-").replace(":", "-")
         return f"{'docs' if self.documents else 'paragraphs'}_{self.chunk.replace(':', '-')}_{model}"
 
 
