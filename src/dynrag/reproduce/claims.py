@@ -1,0 +1,63 @@
+"""A paper's claim about two rows of a table, decided by a paired test on our questions.
+
+Each claim says one row beats another on one metric. Both rows scored the same questions, so the
+test is paired: a two-sided permutation test that flips the sign of each question's difference
+(scipy's ``permutation_test``, 9,999 resamples, fixed seed). The verdict: *holds* when the
+claimed row is ahead and p < 0.05, *does not hold* when it is behind and p < 0.05, and
+*undetermined* otherwise (no difference shown on these questions; more questions may show one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+ALPHA = 0.05
+RESAMPLES = 9_999
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str  # the paper's claim, in our words
+    better: str  # row key said to be ahead
+    worse: str  # row key said to be behind
+    metric: str  # our metric key it is judged on
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: Claim
+    n: int
+    difference: float  # mean of better − worse
+    p: float
+    verdict: str  # holds | does not hold | undetermined
+
+
+def paired_permutation_p(a: Sequence[float], b: Sequence[float], seed: int = 0) -> float:
+    """Two-sided p of the mean paired difference ``a − b`` under random sign flips (1.0 when
+    every difference is zero: nothing to tell apart)."""
+    import numpy as np
+    from scipy.stats import permutation_test
+
+    if len(a) != len(b) or not a:
+        raise ValueError("a paired test needs two equally long, non-empty score lists")
+    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if not diff.any():
+        return 1.0
+    result = permutation_test((diff,), np.mean, permutation_type="samples", n_resamples=RESAMPLES,
+                              alternative="two-sided", random_state=seed)
+    return float(result.pvalue)
+
+
+def decide(claim: Claim, better: dict[str, float], worse: dict[str, float]) -> Verdict:
+    """The verdict from each question's score (question id -> score) in the two rows; only the
+    questions both rows scored are paired."""
+    shared = sorted(set(better) & set(worse))
+    a, b = [better[q] for q in shared], [worse[q] for q in shared]
+    p = paired_permutation_p(a, b) if shared else 1.0
+    difference = (sum(a) - sum(b)) / len(shared) if shared else 0.0
+    if p < ALPHA:
+        verdict = "holds" if difference > 0 else "does not hold"
+    else:
+        verdict = "undetermined"
+    return Verdict(claim, len(shared), difference, p, verdict)
