@@ -58,10 +58,11 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                                        model=model, limit=limit, out=out, run=run, console=err,
                                        progress=progress and err.is_terminal)
             elif table == "bestpractice-table1":
+                from dynrag.lm.spec import ModelSpec
                 from dynrag.reproduce.bestpractice_table1 import refuse_flags, table1_command
 
                 refuse_flags({"--reader": reader, "--tuned": tuned, "--row": row, "--dataset": dataset, "--option": option,
-                              "--model": model != "bundled", "--retriever": retriever, "--retriever-option": retriever_option,
+                              "--model": ModelSpec.parse(model) != ModelSpec.parse("bundled"), "--retriever": retriever, "--retriever-option": retriever_option,
                               "--corpus": corpus != "contexts", "--batch": batch != 1, "--no-run": not run})
                 text = table1_command(data_dir=data_dir, data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
                                       world=world, limit=limit, out=out, console=err, progress=progress and err.is_terminal)
