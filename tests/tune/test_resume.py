@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.eval import fixtures as fx
 from tests.tune.test_tune import predictions, study_trials
 from tests.waiting import HANG_GUARD_S, kill_when, wait_for
@@ -51,6 +53,8 @@ def _tune_command(tmp_path, *args):
     return rows, command, out, log, held
 
 
+# A real `dynrag tune` process killed mid-trial: several seconds of CPU, so outside `make test-fast`.
+@pytest.mark.slow
 def test_kill_9_mid_trial_then_the_same_command_finishes_the_study(tmp_path):
     # grid order is seeded: theta 1.0 is held whichever trial it is
     rows, command, out, log, held = _tune_command(tmp_path, "--workers", "1", "--space", "theta=0.5,1.0,1.5",
@@ -85,6 +89,8 @@ def test_kill_9_mid_trial_then_the_same_command_finishes_the_study(tmp_path):
         assert asked.count(r["question"]) == 3  # once per trial: the resumed trial did not ask it again
 
 
+# A real `dynrag tune` process killed mid-trial: several seconds of CPU, so outside `make test-fast`.
+@pytest.mark.slow
 def test_sigterm_mid_trial_stops_its_workers_and_queues_the_trial_again(tmp_path):
     _, command, out, log, held = _tune_command(tmp_path, "--workers", "2", "--space", "theta=1.0", "--trials", "1")
     # stderr to a file: a worker left running would hold a pipe open, and reading it would hang

@@ -33,6 +33,8 @@ def postgres_url():
         yield url
 
 
+# Two `dynrag tune` processes against a real PostgreSQL: outside `make test-fast`.
+@pytest.mark.slow
 def test_two_processes_share_one_study_without_losing_or_doubling_a_trial(tmp_path, postgres_url):
     import optuna
 
