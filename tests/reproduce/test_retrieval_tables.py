@@ -195,3 +195,13 @@ def test_the_rendered_table_decides_its_claims_on_the_questions_both_rows_answer
     assert "Claims (the paper's, tested on these questions):" in text
     assert "whole documents find more: whole documents − 4-word chunks on r@1 = +" in text and "n = 2" in text
     assert "**undetermined**" in text  # two questions cannot show anything at p < 0.05
+
+
+def test_a_table_with_a_default_limit_asks_that_many_questions_unless_told_otherwise(tmp_path):
+    from dataclasses import replace
+
+    table = replace(tiny_table([RetrievalRow("bm25", "BM25", "bm25")]), default_limit=1)
+    assert run(tmp_path, table)["results"][("hotpotqa", "bm25")]["n"] == 1
+    assert run(tmp_path, table, limit=2)["results"][("hotpotqa", "bm25")]["n"] == 2
+    for name in ("bestpractice-table6", "bestpractice-table7", "bestpractice-table9"):  # the model writes per question
+        assert RETRIEVAL_TABLES.open(name, {}).default_limit

@@ -130,6 +130,7 @@ def table6(options: RetrievalTableOptions) -> RetrievalTable:
         RetrievalRow("hybrid+hyde", "hybrid + HyDE", "hybrid", query_transform="hyde"),
     ]
     return _table("bestpractice-table6", "Best-practices Table 6: retrieval methods", rows, TREC_METRICS, needs_model=True,
+                  default_limit=50,
                   paper_setting="TREC DL19 and DL20 passage ranking; LLM-Embedder for the dense rows, Contriever and BM25 in hybrid",
                   stand_in=TREC_STAND_IN, remarks=[LATENCY_REMARK],
                   claims=[Claim("hybrid with HyDE ranks best: better than dense", "hybrid+hyde", "dense", "map"),
@@ -148,7 +149,7 @@ def table7(options: RetrievalTableOptions) -> RetrievalTable:
                      transform_options={"hyde_documents": 3}),
     ]
     return _table("bestpractice-table7", "Best-practices Table 7: HyDE with documents and query joined", rows, TREC_METRICS,
-                  needs_model=True, paper_setting="TREC DL19 and DL20, LLM-Embedder, pseudo-documents by the paper's generator",
+                  needs_model=True, default_limit=50, paper_setting="TREC DL19 and DL20, LLM-Embedder, pseudo-documents by the paper's generator",
                   published_labels={"hyde_8docs_plus_query": "eight pseudo-documents + query"},
                   claims=[Claim("the query beside the pseudo-document helps", "hyde_doc_plus_query", "hyde_doc_only", "map"),
                           Claim("more pseudo-documents help (the paper found one enough)", "hyde_3docs_plus_query", "hyde_doc_plus_query", "map")],
@@ -180,6 +181,7 @@ def table9(options: RetrievalTableOptions) -> RetrievalTable:
                Metric("R@5", "r@5"), Metric("R@10", "r@10"), Metric("R@20", "r@20"),
                Metric("latency s/query", None, "latency", 1.0, 2)]
     return _table("bestpractice-table9", "Best-practices Table 9: reranking BM25's top 20", rows, metrics, needs_model=True,
+                  default_limit=30,
                   datasets=["nq", "hotpotqa"], sweep=Sweep("top-k (passages kept after reranking)", ("r@1", "r@3", "r@5", "r@10", "r@20"), over_cutoffs=True),
                   paper_setting="MS MARCO passage ranking dev; monoT5, monoBERT, RankLLaMA and TILDEv2 rerank BM25's candidates",
                   stand_in="NQ-open (one gold passage per question, like MS MARCO) and HotpotQA (two gold paragraphs) "

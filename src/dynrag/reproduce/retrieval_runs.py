@@ -36,6 +36,11 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
 
     if req.limit is not None and req.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
+    if req.limit is None and table.default_limit is not None:
+        from dataclasses import replace
+
+        console.print(f"{table.name}: the first {table.default_limit} questions of each dataset (its default; --limit N for more)")
+        req = replace(req, limit=table.default_limit)
     keys = [row.key for row in table.rows]
     bad = sorted(set(req.rows or []) - set(keys))
     if bad:

@@ -90,6 +90,9 @@ class RetrievalTable:
 
     reads: bool = False  # `--option reader=true` also has the reader answer from each row's top hits
     claims: list[Claim] = field(default_factory=list)  # the paper's claims, each decided per dataset (claims.py)
+    # Questions per dataset when --limit is not given: rows where the model writes for every
+    # question (HyDE, rewriting, LM reranking) would take an hour on two cores over every question.
+    default_limit: int | None = None
 
     def ours(self, reading: bool = True) -> list[Metric]:
         """The metrics we compute (the rest are the paper's only); the reader's only when it read."""
