@@ -128,6 +128,7 @@ def test_an_unknown_row_names_the_rows(tmp_path):
         run(tmp_path, tiny_table([RetrievalRow("bm25", "BM25", "bm25")]), rows=["nope"])
 
 
+@pytest.mark.slow  # loads the real sentence embedder and reranks with it: seconds of CPU
 def test_a_reranking_row_reorders_its_first_stage_and_resumes_without_ranking_a_question_twice(tmp_path):
     rows = [RetrievalRow("bm25", "BM25", "bm25"),
             RetrievalRow("embedding", "embedding reranker", "bm25", rerank="embedding", first_stage="bm25", candidates=3)]

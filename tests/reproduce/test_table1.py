@@ -74,6 +74,7 @@ def parts(out: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in sorted((out / table1.NAME).glob("*.json"))}
 
 
+@pytest.mark.slow  # embeds every request with the real sentence embedder
 def test_every_part_scored_written_and_read_back_on_a_rerun(setup, world, monkeypatch):
     data_dir, nq, out = setup
     args = ["reproduce", table1.NAME, "--data-dir", data_dir, "--data", f"nq={nq}", "--world", world, "--out", out,
