@@ -6,26 +6,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
-
-from dynrag.registry import Options
 from dynrag.reproduce.claims import Claim
 from dynrag.reproduce.retrieval_tables import (
-    RETRIEVAL_TABLES, CorpusShape, Metric, RetrievalRow, RetrievalTable, Sweep,
+    RETRIEVAL_TABLES, CorpusShape, Metric, RetrievalRow, RetrievalTable, RetrievalTableOptions, Sweep,
 )
 from dynrag.reproduce.tables import published
 
 PAPER = "Wang et al., 2024, Searching for Best Practices in Retrieval-Augmented Generation"
 # The packaged sentence-embedding models (retrieval/embedding_models.py), in the order of their size.
 EMBEDDING_MODELS = ("packaged:all-minilm-l6-v2", "packaged:all-mpnet-base-v2")
-
-
-class RetrievalTableOptions(Options):
-    distractors: str | None = Field(
-        None, description="a passages JSONL (e.g. the 21k-passage Wikipedia corpus) pooled in beside each dataset's paragraphs"
-    )
-    reader: bool = Field(False, description="chunking tables: the reader (--model, `single`) also answers from each row's top hits")
-    reader_k: int = Field(3, ge=1, description="hits the reader reads")
 
 
 def _published(name: str) -> tuple[dict[str, Any], str]:

@@ -32,7 +32,7 @@ def render_retrieval(report: dict[str, Any]) -> str:
     from dynrag.lm.loader import resolve_model
 
     written = f", query texts by `{resolve_model(req.model)}`" if table.needs_model else ""
-    distractors = req.options.get("distractors")
+    distractors = report["settings"].distractors
     lines = [
         f"# {table.title}", "",
         f"Ours: {f'the first {req.limit}' if req.limit else 'all'} questions of each dataset with a supporting passage; each dataset's "

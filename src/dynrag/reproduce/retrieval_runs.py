@@ -20,8 +20,9 @@ from dynrag.datasets.examples import make_passage
 from dynrag.errors import ConfigError, DynragError
 from dynrag.io.files import atomic_write_json, atomic_write_text
 from dynrag.io.jsonl import json_line, read_jsonl
+from dynrag.registry import parse_model
 from dynrag.reproduce.retrieval_tables import (
-    CorpusShape, RetrievalRow, RetrievalTable, chunk_span, covered_within, mean_scores, ranking_scores,
+    CorpusShape, RetrievalRow, RetrievalTable, RetrievalTableOptions, chunk_span, covered_within, mean_scores, ranking_scores,
 )
 from dynrag.reproduce.runs import ReproduceRequest, find_data
 
@@ -48,8 +49,8 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
     wanted = set(req.rows or keys)
     wanted |= {row.first_stage for row in table.rows if row.key in wanted and row.first_stage}  # reranked rows need theirs
     rows = [row for row in table.rows if row.key in wanted]
-    distractors = req.options.get("distractors")
-    reading = bool(table.reads and req.options.get("reader") in (True, "true", "1", "yes"))
+    settings = parse_model(RetrievalTableOptions, req.options, f"reproduce {table.name} --option")
+    distractors, reading = settings.distractors, table.reads and settings.reader
     found, missing = find_data(table, req)  # type: ignore[arg-type]  (it reads .name and .datasets)
     for ds, why in missing.items():
         console.print(f"[yellow]{ds}: {why}; its rows are left out[/yellow]")
@@ -83,11 +84,12 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
                 summary = {**summary, **_scores(out, corpus, table)}
                 if reading:
                     if req.run:
-                        _read(row, ds, data, corpora, out, req, console, progress)
+                        _read(row, ds, data, corpora, out, req, settings.reader_k, console, progress)
                     _add_reader_scores(summary, out / "reader")
             results[(ds, row.key)] = summary
     cost = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started}
-    return {"table": table, "results": results, "missing": missing, "request": req, "found": list(found), "cost": cost}
+    return {"table": table, "results": results, "missing": missing, "request": req, "found": list(found), "cost": cost,
+            "settings": settings}
 
 
 def _setting(req: ReproduceRequest, distractors: str | None) -> str:
@@ -223,7 +225,7 @@ def _stage_dir(base: Path, key: str | None) -> Path:
     return found[0]
 
 
-def _read(row: RetrievalRow, ds: str, data: Path, corpora: Path, out: Path, req: ReproduceRequest, console,
+def _read(row: RetrievalRow, ds: str, data: Path, corpora: Path, out: Path, req: ReproduceRequest, k: int, console,
           progress: bool) -> None:
     """The reader (`single`, --model) answering from the row's top hits over the row's corpus: an
     ordinary eval run directory under the row's, resumed like any."""
@@ -231,7 +233,6 @@ def _read(row: RetrievalRow, ds: str, data: Path, corpora: Path, out: Path, req:
     from dynrag.eval.runner import run_eval
     from dynrag.run.plan import make_plan
 
-    k = int(req.options.get("reader_k", 3))
     options = _numpy_bm25(row.retriever, dict(row.options))
     flags = dict(dataset=LOADERS.get(ds, ds), data=data, method="single", out=out / "reader",
                  corpus=str(corpora / row.corpus.key() / "index"), limit=req.limit, model=req.model,
@@ -288,6 +289,7 @@ def _scores(out: Path, corpus: dict[str, Any], table: RetrievalTable) -> dict[st
     paragraphs at least half inside its chunk."""
     keys = [m.key for m in table.ours() if m.key and not m.reader]
     spans, size, overlap = corpus.get("spans") or {}, corpus.get("size"), corpus.get("overlap") or 0
+    parts = {doc: {k: tuple(v) for k, v in span["parts"].items()} for doc, span in spans.items()}  # once, not per hit
     per_question, ids = [], []
     for record in read_jsonl(out / "rankings.jsonl"):
         ranked, gold = record["ranked"], record["gold"]
@@ -295,7 +297,7 @@ def _scores(out: Path, corpus: dict[str, Any], table: RetrievalTable) -> dict[st
             covers, words = [], []
             for hit in ranked:
                 doc, span = chunk_span(hit, spans[hit.partition("#")[0]]["words"], size or 1 << 30, overlap)
-                covers.append(covered_within(span, {k: tuple(v) for k, v in spans[doc]["parts"].items()}))
+                covers.append(covered_within(span, parts[doc]))
                 words.append(span[1] - span[0])
         else:
             covers, words = [{hit} for hit in ranked], [0] * len(ranked)  # words@K is a chunk tables' figure
@@ -303,9 +305,3 @@ def _scores(out: Path, corpus: dict[str, Any], table: RetrievalTable) -> dict[st
         ids.append(record["id"])
     return {"table_scores": mean_scores(per_question), "question_scores": dict(zip(ids, per_question))}
 
-
-def write_scores(path: Path, report: dict[str, Any]) -> None:
-    """Every row's figures as JSONL, for plots and comparisons outside the markdown."""
-    lines = [json_line({"dataset": ds, "row": key, **(summary or {}).get("table_scores", {})})
-             for (ds, key), summary in report["results"].items() if summary]
-    atomic_write_text(path, "".join(lines))

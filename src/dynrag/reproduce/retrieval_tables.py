@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynrag.registry import Registry
+from pydantic import Field
+
+from dynrag.registry import Options, Registry
 from dynrag.reproduce.claims import Claim
 
 
@@ -103,6 +105,16 @@ class RetrievalTable:
         """How many hits each question's search keeps: the deepest cut-off any metric reads."""
         cutoffs = [int(m.key.split("@")[1]) for m in self.ours() if "@" in (m.key or "")]
         return max([10, *cutoffs])
+
+
+class RetrievalTableOptions(Options):
+    """Every retrieval table's `--option`s."""
+
+    distractors: str | None = Field(
+        None, description="a passages JSONL (e.g. the 21k-passage Wikipedia corpus) pooled in beside each dataset's paragraphs"
+    )
+    reader: bool = Field(False, description="chunking tables: the reader (--model, `single`) also answers from each row's top hits")
+    reader_k: int = Field(3, ge=1, description="hits the reader reads")
 
 
 RETRIEVAL_TABLES: Registry[Callable[..., RetrievalTable]] = Registry("retrieval table")
