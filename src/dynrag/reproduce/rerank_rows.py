@@ -25,6 +25,8 @@ def rerank_row(row: RetrievalRow, first_stage: Path, passages_file: Path, questi
     from dynrag.progress import stderr_bar
     from dynrag.rerank.registry import RERANKERS
     from dynrag.retrieval.base import Hit
+    from dynrag.retrieval.embedder import Embedder
+    from dynrag.run.assemble import open_model
 
     if row.rerank not in RERANKERS:
         raise ConfigError(f"row {row.key}: unknown reranker {row.rerank!r}; choose one of: {RERANKERS.choices(', ')}")
@@ -32,8 +34,10 @@ def rerank_row(row: RetrievalRow, first_stage: Path, passages_file: Path, questi
     passages = {p.id: p for p in read_passages(passages_file)}
     out.mkdir(parents=True, exist_ok=True)
     done = {r["id"]: r for r in read_jsonl(out / "rankings.jsonl", repair=True)}
-    reranker = RERANKERS.open(row.rerank, dict(row.options), lm=_model_once(model, progress) if row.rerank == "lm" else None,
-                              embedder=_embedder_once())
+    # Only the reranker that needs a model loads it: the LM reranker the answering model, the
+    # embedding reranker (through ``embedder``, called once when it is opened) the sentence embedder.
+    reranker = RERANKERS.open(row.rerank, dict(row.options), lm=open_model(model, progress) if row.rerank == "lm" else None,
+                              embedder=Embedder.load)
     todo = [r for r in rankings if r["id"] not in done]
     if done:
         console.print(f"  resuming: {len(done)} of {len(rankings)} questions reranked earlier")
@@ -54,21 +58,3 @@ def rerank_row(row: RetrievalRow, first_stage: Path, passages_file: Path, questi
     atomic_write_json(out / "summary.json", summary)
     return summary
 
-
-def _model_once(model: str, progress: bool) -> Any:
-    from dynrag.run.assemble import open_model
-
-    return open_model(model, progress)
-
-
-def _embedder_once():
-    loaded: list[Any] = []
-
-    def embedder() -> Any:
-        if not loaded:
-            from dynrag.retrieval.embedder import Embedder
-
-            loaded.append(Embedder.load())
-        return loaded[0]
-
-    return embedder
