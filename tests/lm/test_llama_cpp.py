@@ -1,6 +1,6 @@
 """The in-process llama.cpp backend on the bundled GGUF files (integration, slow): it answers,
 its per-token figures are proper, a second identical call decodes the same tokens from the kept
-cache, and what it cannot give (attention) is refused in one line."""
+cache, and attention comes from the transformers copy of the same weights (DRAGIN runs on it)."""
 
 import hashlib
 
@@ -50,9 +50,44 @@ def test_next_token_scores_prefer_the_right_word(smollm2):
 
 
 @pytest.mark.slow
-def test_attention_is_refused_in_one_line(smollm2):
-    with pytest.raises(ConfigError, match="backend=transformers"):
-        smollm2.generate(PROMPT, 2, capture_attention=True)
+def test_attention_rows_are_those_transformers_computes_for_the_same_tokens(smollm2):
+    gen = smollm2.generate(PROMPT, 10, capture_attention=True)
+    hf = load_lm("bundled:smollm2", progress=False)
+    reference = hf.generate(PROMPT, 10, capture_attention=True)
+    assert gen.prompt_token_ids == reference.prompt_token_ids
+    same = 0
+    while same < min(len(gen), len(reference)) and gen.token_ids[same] == reference.token_ids[same]:
+        same += 1
+    assert same >= 3
+    for k in range(same):
+        assert len(gen.attention[k]) == gen.prompt_length + k + 1
+        np.testing.assert_allclose(gen.attention[k], reference.attention[k], atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_stop_callback_sees_the_rows_transformers_would_show_it(smollm2):
+    seen = []
+
+    def watch(state):
+        seen.append((len(state.token_ids), len(state.attention_rows)))
+        return len(state.token_ids) == 3
+
+    gen = smollm2.generate(PROMPT, 12, capture_attention=True, stop_when=watch)
+    assert len(gen) == 3 and gen.stop_reason == "callback" and len(gen.attention) == 3
+    assert seen == [(1, 0), (2, 1), (3, 2)]
+
+
+def test_without_a_transformers_copy_attention_is_refused_in_one_line():
+    from dynrag.lm.llama_cpp import LlamaCppLM
+
+    class NoModel:  # attention is refused before the GGUF model is touched
+        pass
+
+    lm = LlamaCppLM.__new__(LlamaCppLM)
+    lm.name, lm._load_reader, lm._reader = "hf:x#m.gguf", None, None
+    with pytest.raises(ConfigError, match="backend=transformers") as info:
+        lm.attention_pass([1, 2])
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.slow
@@ -87,8 +122,28 @@ def test_every_bundled_model_checks_out_and_reads_a_passage(name):
 
 
 @pytest.mark.slow
-def test_dragin_refuses_the_llama_cpp_backend_naming_the_one_that_works(smollm2):
+def test_dragin_on_llama_cpp_retrieves_where_it_does_on_transformers(smollm2, tmp_path):
+    """The same weights, the same question: DRAGIN's first trigger and query are the same on both
+    backends (the tokens before it agree here), and on llama.cpp it answers from what it found."""
+    from dynrag.corpus.passage import Passage
     from dynrag.methods.dragin.method import Dragin, DraginOptions
+    from dynrag.retrieval.bm25 import BM25Index
 
-    with pytest.raises(ConfigError, match="backend=transformers"):
-        Dragin(smollm2, PromptBuilder.for_dataset("hotpotqa"), DraginOptions(), retriever=None)
+    texts = ["Mira Tal, the founder of the Corrow Bay Lantern Festival, was born in Essenford.",
+             "The Corrow Bay Lantern Festival is held every autumn on the harbour."]
+    BM25Index.build([Passage(f"p{i}", "", t) for i, t in enumerate(texts)], tmp_path / "idx", progress=False)
+    index = BM25Index.load(tmp_path / "idx", backend="numpy")
+    question = "In which town was the founder of the Corrow Bay Lantern Festival born?"
+    answers = {}
+    THETA = 0.1  # low enough that the first proper noun triggers on both backends
+    for name, lm in (("llama.cpp", smollm2), ("transformers", load_lm("bundled:smollm2", progress=False))):
+        method = Dragin(lm, PromptBuilder.for_dataset("hotpotqa", n_exemplars=2),
+                        DraginOptions(theta=THETA, max_new_tokens=48), retriever=index)
+        answers[name] = method.answer(question)
+    fast, reference = answers["llama.cpp"].trace.retrievals, answers["transformers"].trace.retrievals
+    assert fast and reference
+    assert fast[0].query == reference[0].query
+    # the same trigger word; its score moves in the second decimal (llama.cpp's entropies come from
+    # the quantised weights, the attention from the float32 copy)
+    assert fast[0].reason.split(" at ")[1] == reference[0].reason.split(" at ")[1]
+    assert "Essenford" in answers["llama.cpp"].final_answer

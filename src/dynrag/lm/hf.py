@@ -214,6 +214,25 @@ class HFLanguageModel:
         self._kv.counts.draft_proposed += len(draft)
         return out[0], list(zip(draft, out[1:]))
 
+    @torch.inference_mode()
+    def rows_of(self, cache: DynamicCache, token_ids: list[int]) -> list[np.ndarray]:
+        """Feed ``token_ids`` after what ``cache`` holds, in one forward pass, and return each one's
+        last-layer attention row over every position up to itself (lm/llama_attention.py reads
+        attention this way for tokens another backend decoded)."""
+        if not token_ids:
+            return []
+        self._recorder.reset(active=True, all_rows=True)
+        try:
+            self.model(input_ids=torch.tensor([token_ids], device=self.model.device), cache=cache, use_cache=True,
+                       logits_to_keep=1)
+            return list(self._recorder.rows)
+        finally:
+            self._recorder.reset(active=False)
+
+    def keep_cache(self, ids: list[int], cache: DynamicCache) -> None:
+        """Offer ``cache`` (holding ``ids``) for reuse by later calls (lm/kv_reuse.py)."""
+        self._kv.store(ids, cache)
+
     def _attention_rows(self, ids: list[int], cache: DynamicCache, fed: list[int]) -> list:
         """The recorded last-layer attention row of every generated token."""
         rows = self._recorder.rows[: len(ids)]

@@ -7,9 +7,11 @@ next-token distribution is at hand: the log-probability of the chosen token and 
 exact (not the top-k estimate an HTTP server allows). Stop strings, ``stop_after`` and
 ``stop_when`` are applied exactly as the transformers backend applies them (lm/stopping.py).
 
-What it cannot give: last-layer attention (DRAGIN runs on the transformers backend), an attention
-pass, or the log-probabilities of a whole given text. ``Capabilities`` say so, and methods that
-need them refuse this backend with one line.
+Attention, which llama.cpp does not expose, comes from the float32 transformers copy of the same
+weights, loaded the first time a method asks for it (DRAGIN): decoding stays on llama.cpp and one
+transformers pass per block of decoded tokens reads their attention (lm/llama_attention.py). What
+it cannot give: the log-probabilities of a whole given text. ``Capabilities`` say so, and methods
+that need them refuse this backend with one line.
 
 The key/value cache of the previous call is kept: a prompt that shares a token prefix with what
 the context already holds (the instruction and exemplars, or the last call's prompt and answer)
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -29,6 +31,9 @@ from dynrag.lm.base import Capabilities, Generation, PrefillCounts, Prompt, With
 from dynrag.lm.chat import PromptStyle, choose_style, frame_from, jinja_renderer
 from dynrag.lm.spec import ModelSpec
 from dynrag.lm.stopping import DecodeState, StopWhen, check_stops
+
+if TYPE_CHECKING:
+    from dynrag.lm.hf import HFLanguageModel
 
 # Prompts here stay under a few thousand tokens; the cache for 8k positions of a 1.5B model is
 # about 230 MB, where the models' full 32k would take four times that.
@@ -69,13 +74,18 @@ def char_offsets(token_bytes: Sequence[bytes], text: str) -> list[tuple[int, int
 
 
 class LlamaCppLM(WithoutOptionalCapabilities):
-    """Greedy decoding of a GGUF file with exact per-token log-probabilities and entropies."""
+    """Greedy decoding of a GGUF file with exact per-token log-probabilities and entropies; with
+    ``attention_reader`` (a loader of the transformers copy of the same weights), attention too."""
 
-    capabilities = Capabilities(attention=False, logprobs=True, next_token_logprobs=True)
-
-    def __init__(self, llama, name: str, prompt: str = "auto", preferred_style: PromptStyle = "plain"):
+    def __init__(self, llama, name: str, prompt: str = "auto", preferred_style: PromptStyle = "plain",
+                 attention_reader: Callable[[], "HFLanguageModel"] | None = None):
         self.llama = llama
         self.name = name
+        self._load_reader = attention_reader
+        self._reader: "HFLanguageModel | None" = None
+        with_attention = attention_reader is not None
+        self.capabilities = Capabilities(attention=with_attention, logprobs=True, attention_pass=with_attention,
+                                         next_token_logprobs=True)
         self.context_window = int(llama.n_ctx())
         self.eos_token_ids = {int(llama.token_eos())}
         # Read once: asked of every prompt and every decoded token.
@@ -89,6 +99,33 @@ class LlamaCppLM(WithoutOptionalCapabilities):
     @property
     def prefill_counts(self) -> PrefillCounts:
         return self._counts.copy()
+
+    def attention_reader(self) -> "HFLanguageModel":
+        """The transformers copy that reads attention, loaded on first use."""
+        if self._load_reader is None:
+            from dynrag.errors import ConfigError
+
+            raise ConfigError(
+                f"model {self.name!r} runs on llama.cpp, which gives no attention rows, and has no transformers copy "
+                "to read them from; use a bundled model or hf:DIR#FILE.gguf, or backend=transformers"
+            )
+        if self._reader is None:
+            self._reader = self._load_reader()
+        return self._reader
+
+    # The reference DRAGIN variant's extra pass and its token helpers run on the transformers copy,
+    # whose vocabulary is the GGUF file's.
+    def attention_pass(self, token_ids: list[int], per_head: bool = False, bos: bool = True) -> np.ndarray:
+        return self.attention_reader().attention_pass(token_ids, per_head=per_head, bos=bos)
+
+    def encode(self, text: str, special_tokens: bool = False) -> list[int]:
+        return self.attention_reader().encode(text, special_tokens)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.attention_reader().decode(token_ids)
+
+    def raw_tokens(self, token_ids: Sequence[int]) -> list[str]:
+        return self.attention_reader().raw_tokens(token_ids)
 
     # -- tokens ----------------------------------------------------------------------------
 
@@ -153,14 +190,12 @@ class LlamaCppLM(WithoutOptionalCapabilities):
         stop_when: StopWhen | None = None,
     ) -> Generation:
         if capture_attention:
-            from dynrag.errors import ConfigError
+            from dynrag.lm.llama_attention import generate_with_attention
 
-            raise ConfigError(
-                f"model {self.name!r} runs on llama.cpp, which gives no attention rows; "
-                "use backend=transformers for methods that read attention (dragin)"
-            )
+            return generate_with_attention(self, self.attention_reader(), prompt, max_new_tokens, stop, stop_after,
+                                           stop_when)
         prompt = Prompt.of(prompt)
-        prompt_ids = self.tokenize(prompt.text, bos=self._bos)
+        prompt_ids, offsets, raw = self.prompt_tokens(prompt)
         if len(prompt_ids) + max_new_tokens > self.context_window:
             raise DynragError(
                 f"model {self.name!r}: a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new ones "
@@ -194,15 +229,11 @@ class LlamaCppLM(WithoutOptionalCapabilities):
                 break
             self.llama.eval([token])
             logits = self._last_logits()
-        # Chat markers are written out in the prompt text, so they spell their text here; the BOS
-        # token the tokenizer added is not in the text and spells nothing.
-        pieces_bytes = [b"" if self._bos and i == 0 else self.token_bytes(t, special=True)
-                        for i, t in enumerate(prompt_ids)]
         return Generation(
             prompt=prompt,
             prompt_token_ids=prompt_ids,
-            prompt_offsets=char_offsets(pieces_bytes, prompt.text),
-            prompt_raw_tokens=[b.decode("utf-8", errors="replace") for b in pieces_bytes],
+            prompt_offsets=offsets,
+            prompt_raw_tokens=raw,
             token_ids=state.token_ids,
             pieces=state.pieces,
             raw_tokens=state.raw_tokens,
@@ -213,14 +244,24 @@ class LlamaCppLM(WithoutOptionalCapabilities):
             decoded_tokens=decoded,
         )
 
+    def prompt_tokens(self, prompt: Prompt) -> tuple[list[int], list[tuple[int, int]], list[str]]:
+        """(ids, char span of each in the prompt text, text each spells) of ``prompt``."""
+        ids = self.tokenize(prompt.text, bos=self._bos)
+        # Chat markers are written out in the prompt text, so they spell their text here; the BOS
+        # token the tokenizer added is not in the text and spells nothing.
+        spelled = [b"" if self._bos and i == 0 else self.token_bytes(t, special=True) for i, t in enumerate(ids)]
+        return ids, char_offsets(spelled, prompt.text), [b.decode("utf-8", errors="replace") for b in spelled]
+
     def next_token_logprobs(self, prompt: str | Prompt, candidates: Sequence[str]) -> np.ndarray:
         text = Prompt.of(prompt).text
         logprobs = log_softmax(self._logits_after(self.tokenize(text, bos=self._bos)))
         return np.asarray([logprobs[self.first_token_id(c)] for c in candidates], dtype=np.float64)
 
 
-def load_llama_cpp(spec: ModelSpec, path: Path, preferred_style: PromptStyle = "plain") -> LlamaCppLM:
-    """A LlamaCppLM over the GGUF file at ``path``, on as many threads as the process may use."""
+def load_llama_cpp(spec: ModelSpec, path: Path, preferred_style: PromptStyle = "plain",
+                   attention_reader: Callable[[], "HFLanguageModel"] | None = None) -> LlamaCppLM:
+    """A LlamaCppLM over the GGUF file at ``path``, on as many threads as the process may use;
+    ``attention_reader`` loads the transformers copy that gives it attention."""
     try:
         from llama_cpp import Llama
     except ImportError as exc:
@@ -231,4 +272,4 @@ def load_llama_cpp(spec: ModelSpec, path: Path, preferred_style: PromptStyle = "
     llama = Llama(model_path=str(path), n_ctx=MAX_CONTEXT, n_threads=threads, n_threads_batch=threads,
                   verbose=False)
     name = str(spec.resolved()) if spec.kind == "bundled" else str(spec)
-    return LlamaCppLM(llama, name, spec.options.prompt, preferred_style)
+    return LlamaCppLM(llama, name, spec.options.prompt, preferred_style, attention_reader)

@@ -114,10 +114,9 @@ class Dragin(IterativeMethod):
     def __init__(self, lm, builder, options, retriever):
         instead = (
             "RIND weighs each word by the attention later words pay it and QFS builds its query from that "
-            "attention, while an HTTP model server and the llama.cpp backend return only log-probabilities; use a "
-            "local model on transformers (--model bundled or hf:PATH, backend=transformers) for dragin, or a "
-            "method that needs no attention: flare (token "
-            "probabilities), fixed_sentence, fixed_length, single or direct"
+            "attention, while an HTTP model server returns only log-probabilities; use a local model (--model "
+            "bundled or hf:PATH; on backend=llama.cpp a transformers pass reads the attention) for dragin, or a "
+            "method that needs no attention: flare (token probabilities), fixed_sentence, fixed_length, single or direct"
         )
         require(lm, "logprobs", needed_by="method 'dragin'", instead=instead)
         require(lm, "attention", needed_by="method 'dragin'", instead=instead)
