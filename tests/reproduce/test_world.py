@@ -1,5 +1,5 @@
 """`dynrag reproduce world`: the runs on a tiny world's test split over its own index, the table,
-the breakdown and the claim lines computed from the runs' figures."""
+the breakdown and the claim lines decided by tests on the runs' records."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dynrag.cli import app
 from dynrag.errors import ConfigError, DataError
 from dynrag.reproduce.runs import ReproduceRequest, reproduce
 from dynrag.reproduce.render import render
-from dynrag.reproduce.world import claims, world_runs, WorldTableOptions
+from dynrag.reproduce.world import world_runs, WorldTableOptions
 from dynrag.methods.base import Answer, Retrieval, Step, Trace
 from dynrag.methods.registry import parse_options
 from dynrag.world.entities import generate
@@ -100,13 +100,16 @@ def test_reproduce_world_runs_the_test_split_over_the_worlds_index(tmp_path, wor
     # the breakdown: 11 one-hop questions answered by all, 9 multi-hop ones by single only
     assert "| method | 1 hop (n=11) | 2 hops (n=7) | 3 hops (n=2) | all known (n=4) | needs retrieval (n=16) |" in text
     assert "| single retrieval | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 |" in text
-    # claim lines, from the figures: (i) holds, (ii) does not, (iii) not run, (iv) holds
-    assert ("- (i) DRAGIN and FLARE retrieve less on all-known questions than on those that need retrieval: "
-            "DRAGIN 0.00 vs 1.00, FLARE 0.00 vs 1.00 retrievals per question: holds.") in text
-    assert ("- (ii) DRAGIN's EM on multi-hop questions is at least single retrieval's: DRAGIN 0.000, single 1.000 "
-            "on 9 questions: does not hold.") in text
-    assert "- (iii) DeepRAG stage II" in text and "not run (give --option imitation=CKPT" in text
-    assert "deeprag untrained precision 1.000, recall 1.000 over 31 matched hops (unknown share 0.806): holds." in text
+    # claim lines, each decided by a test on the runs' records: (i) holds, (ii) does not, (iii) not run, (iv) holds
+    assert ("- (i) FLARE retrieves less on 1-hop questions the model knows than on those it needs to look up: "
+            "0.00 vs 1.00 retrievals/question (4 known, 7 to look up); permutation (two groups), n 11, p 0.006: "
+            "**holds**.") in text  # exact: 2 of the 330 ways to split 11 questions 4 / 7 are as extreme
+    assert ("- (ii) DRAGIN (paper variant) answers more multi-hop questions than single retrieval: EM 0.000 vs "
+            "1.000; McNemar (exact), n 9, p 0.004: **does not hold**.") in text  # 2 * 0.5^9
+    assert "- (iii) DeepRAG stage II retrieves less than stage I: not run (give --option imitation=CKPT" in text
+    assert ("- (iv) deeprag untrained retrieves for unknown hops and answers known ones (all questions): hop MCC "
+            "1.000 (n 31, 95% bootstrap interval 1.000 to 1.000), table TP 25 FP 0 FN 0 TN 6; Fisher exact, n 31, "
+            "p 1.4e-06: **holds**.") in text  # 1 / C(31, 6)
 
     again: list = []
     reproduce(req, method_factory=factory(world, again), progress=False)
@@ -121,18 +124,11 @@ def test_both_checkpoints_add_the_stage_rows_and_the_stage_claim(tmp_path, world
     text = render(reproduce(req, method_factory=factory(world, built), progress=False))
     assert [(c["method"], c["model"]) for c in built][-2:] == [("deeprag", specs["imi"]), ("deeprag", specs["coc"])]
     # stage I retrieves every hop (31 over 20 questions), stage II only the 25 unknown ones, at the same EM
-    assert ("stage II 1.25 retrievals/question at EM 0.550, stage I 1.55 at EM 0.550; MCC 1.000, best of the "
-            "others 1.000 (flare): holds.") in text
-    assert "(iv) DeepRAG's retrieve decisions" in text and "DeepRAG precision 1.000" in text
-
-
-def test_claims_are_computed_from_the_figures():
-    runs = world_runs(WorldTableOptions())
-    def summary(known, needs):
-        return {"retrieval_decisions": {"retrievals_all_known": known, "retrievals_needs_retrieval": needs}}
-    lines = claims(runs, {("world", "dragin"): summary(0.5, 2.0), ("world", "flare"): summary(2.0, 1.0)})
-    assert lines[3].endswith("DRAGIN 0.50 vs 2.00, FLARE 2.00 vs 1.00 retrievals per question: does not hold.")
-    assert "DRAGIN was not run or saw no multi-hop question" in lines[4] and "(iv)" in lines[6] and lines[6].endswith("not run.")
+    assert ("- (iii) DeepRAG stage II retrieves less than stage I: 1.25 vs 1.55 retrievals/question; paired "
+            "permutation, n 20, p 0.030: **holds**.") in text
+    assert "- (iii) together (fewer retrievals, EM not worse): **holds**." in text
+    assert "stage II question MCC (did not retrieve vs needed nothing): 1.000 (n 20" in text
+    assert "- (iv) DeepRAG (stage II) retrieves for unknown hops" in text
 
 
 def test_a_missing_world_is_a_clear_error(tmp_path, world):

@@ -159,6 +159,9 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         results[(spec.dataset, spec.key)] = run_eval(
             plan, method_factory=method_factory, console=console, progress=progress
         )
+    for spec in todo:  # where each row's per-question records are, for tables that test claims on them
+        if results.get((spec.dataset, spec.key)) is not None:
+            results[(spec.dataset, spec.key)]["run_dir"] = str(run_dir(req, spec))
     shown = [ds for ds in table.datasets if ds in found or ds in missing]
     return {"table": table, "results": results, "missing": missing, "request": req, "datasets": shown,
             "tuned": tunes}

@@ -1,6 +1,7 @@
 """`dynrag reproduce world --world DIR`: every method on a generated world's test split, retrieving
-from the world's own corpus, with the decision figures a world makes possible and four claims of
-the adaptive-retrieval papers checked on them (each line computed from the runs, never typed).
+from the world's own corpus, with the decision figures a world makes possible and the claims of the
+adaptive-retrieval papers decided by significance tests on the rows' per-question records
+(reproduce/world_claims.py; each line computed from the runs, never typed).
 
 The corpus is a BM25 index of ``DIR/corpus.jsonl``, built once under ``--out`` (named by the
 corpus's sha256, so a rebuilt world gets a new index); ``--corpus INDEX_DIR`` replaces it.
@@ -16,7 +17,10 @@ from typing import Any
 from pydantic import Field
 
 from dynrag.errors import ConfigError, DataError
+from dynrag.io.jsonl import read_jsonl
+from dynrag.io.rundir import PREDICTIONS
 from dynrag.reproduce.deeprag import deeprag_options
+from dynrag.reproduce.world_claims import claim_lines
 from dynrag.reproduce.tables import TABLES, Column, RunSpec, Table, published
 from dynrag.registry import Options
 
@@ -115,10 +119,6 @@ def _f(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def _verdict(ok: bool) -> str:
-    return "holds" if ok else "does not hold"
-
-
 def breakdown(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> list[str]:
     """EM / retrievals per question of each row, per question group."""
     sizes: dict[str, int] = {}
@@ -139,68 +139,20 @@ def breakdown(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> list[
     return lines
 
 
-def claim_less_on_known(results: dict[str, Any]) -> str:
-    text = "(i) DRAGIN and FLARE retrieve less on all-known questions than on those that need retrieval"
-    figures, ok = [], True
-    for key, name in (("dragin", "DRAGIN"), ("flare", "FLARE")):
-        known, needs = _get(results.get(key), RD, "retrievals_all_known"), _get(results.get(key), RD, "retrievals_needs_retrieval")
-        if results.get(key) is None:
-            return f"- {text}: {name} was not run."
-        if known is None or needs is None:
-            return f"- {text}: {name} has no {'all-known' if known is None else 'needs-retrieval'} question to compare."
-        figures.append(f"{name} {_f(known, 2)} vs {_f(needs, 2)}")
-        ok = ok and known < needs
-    return f"- {text}: {', '.join(figures)} retrievals per question: {_verdict(ok)}."
-
-
-def claim_multi_hop(results: dict[str, Any]) -> str:
-    text = "(ii) DRAGIN's EM on multi-hop questions is at least single retrieval's"
-    dragin, single = (_get(results.get(k), RD, "groups", "multi_hop") for k in ("dragin", "single"))
-    for key, group in (("DRAGIN", dragin), ("single", single)):
-        if group is None:
-            return f"- {text}: {key} was not run or saw no multi-hop question."
-    return (f"- {text}: DRAGIN {_f(dragin['em'])}, single {_f(single['em'])} on {dragin['n']} questions: "
-            f"{_verdict(dragin['em'] >= single['em'])}.")
-
-
-def claim_stage_two(results: dict[str, Any]) -> str:
-    text = ("(iii) DeepRAG stage II retrieves less than stage I at equal or better EM, with the best question "
-            "MCC of all methods")
-    two, one = results.get("deeprag"), results.get("deeprag_imi")
-    if two is None or one is None:
-        return f"- {text}: not run (give --option imitation=CKPT and --option calibration=CKPT)."
-    others = [(_get(s, RD, "mcc"), k) for k, s in results.items() if s is not None and s is not two]
-    best_other = max((m for m in others if m[0] is not None), default=(None, None))
-    mcc_two = _get(two, RD, "mcc")
-    ok = (two["retrievals_per_question"] < one["retrievals_per_question"] and two["em"] >= one["em"]
-          and mcc_two is not None and (best_other[0] is None or mcc_two >= best_other[0]))
-    return (f"- {text}: stage II {_f(two['retrievals_per_question'], 2)} retrievals/question at EM {_f(two['em'])}, "
-            f"stage I {_f(one['retrievals_per_question'], 2)} at EM {_f(one['em'])}; MCC {_f(mcc_two)}, best of the "
-            f"others {_f(best_other[0])} ({best_other[1] or 'none'}): {_verdict(ok)}.")
-
-
-def claim_decisions(results: dict[str, Any]) -> str:
-    text = "(iv) DeepRAG's retrieve decisions pick out unknown hops (precision above the share of unknown hops)"
-    for key, name in (("deeprag", "DeepRAG"), ("deeprag_imi", "DeepRAG-Imi"), ("deeprag_untrained", "deeprag untrained")):
-        if results.get(key) is None:
-            continue
-        hop = _get(results[key], RD, "per_hop")
-        if not hop:
-            return f"- {text}: {name} recorded no sub-question decisions."
-        ok = hop["precision"] is not None and hop["unknown_share"] is not None and hop["precision"] > hop["unknown_share"]
-        return (f"- {text}: {name} precision {_f(hop['precision'])}, recall {_f(hop['recall'])} over {hop['matched']} "
-                f"matched hops (unknown share {_f(hop['unknown_share'])}): {_verdict(ok)}.")
-    return f"- {text}: not run."
+def row_records(summary: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """A row's per-question records (its run's predictions.jsonl), None when it was not run."""
+    if not summary or not summary.get("run_dir"):
+        return None
+    return read_jsonl(Path(summary["run_dir"]) / PREDICTIONS)
 
 
 def claims(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> list[str]:
-    """The claim lines, each with its figures and whether it holds on these runs."""
-    by_key = {spec.key: results.get((DATASET, spec.key)) for spec in runs}
-    return ["", "### Claims", "",
-            *(f(by_key) for f in (claim_less_on_known, claim_multi_hop, claim_stage_two, claim_decisions))]
+    """The claim lines (reproduce/world_claims.py), each decided by a test on the rows' records."""
+    rows = {spec.key: row_records(results.get((DATASET, spec.key))) for spec in runs}
+    return ["", "### Claims", "", *claim_lines(rows)]
 
 
-@TABLES.register("world", WorldTableOptions, "every method on a generated world's test split, with per-decision figures and four claims checked")
+@TABLES.register("world", WorldTableOptions, "every method on a generated world's test split, with per-decision figures and the papers' claims decided by tests")
 def world_table(options: WorldTableOptions) -> Table:
     runs = world_runs(options)
     return Table(

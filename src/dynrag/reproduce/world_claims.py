@@ -1,0 +1,263 @@
+"""The claims `reproduce world` decides, each by a test on the runs' per-question records
+(predictions.jsonl), with n, the effect, the test, p and *holds*, *does not hold* or *undetermined*
+(reproduce/world_tests.py). Records are keyed by the table's row keys; a row not run is None.
+
+A record carries (eval/summary.py, datasets/world_decisions.py): ``id``, ``em``, ``retrievals``,
+``needs_retrieval``, ``hops`` [{entity, known}], ``decisions`` [{subquery, retrieve}] and
+``queries``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dynrag.datasets.world_hops import names_unknown_entity
+import numpy as np
+
+from dynrag.reproduce.world_tests import (
+    Tested,
+    fisher_association,
+    lower_mean,
+    mcc_interval,
+    mcc_of,
+    mcnemar,
+    paired_lower,
+)
+
+Records = Sequence[Mapping[str, Any]]
+Rows = Mapping[str, Records | None]
+
+DRAGINS = (("dragin", "DRAGIN (paper variant)"), ("dragin_reference", "DRAGIN (reference variant)"))
+DEEPRAGS = (("deeprag", "DeepRAG (stage II)"), ("deeprag_imi", "DeepRAG-Imi (stage I)"),
+            ("deeprag_untrained", "deeprag untrained"))
+
+
+def _p(p: float) -> str:
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
+
+
+def line(text: str, figures: str, tested: Tested) -> str:
+    return f"- {text}: {figures}; {tested.test}, n {tested.n}, p {_p(tested.p)}: **{tested.verdict}**."
+
+
+def hop_count(r: Mapping[str, Any]) -> int:
+    return len(r.get("hops") or [])
+
+
+def is_right(r: Mapping[str, Any]) -> bool:
+    return float(r.get("em") or 0.0) >= 1.0
+
+
+def is_mixed(r: Mapping[str, Any]) -> bool:
+    """A chain with a known hop and an unknown one."""
+    known = {h.get("known") for h in r.get("hops") or []}
+    return True in known and False in known
+
+
+def paired(a: Records, b: Records, keep: Callable[[Mapping[str, Any]], bool]) -> list[tuple[Mapping, Mapping]]:
+    """The questions both rows answered, in ``a``'s order, where ``keep`` holds."""
+    by_id = {r["id"]: r for r in b}
+    return [(r, by_id[r["id"]]) for r in a if r["id"] in by_id and keep(r)]
+
+
+def retrieval_follows_knowledge(rows: Rows) -> list[str]:
+    """(i) DRAGIN and FLARE retrieve less where the model knows: all-known against needs-retrieval
+    questions with the same number of hops (hop count and knowledge not mixed up)."""
+    text = "(i) {name} retrieves less on {hops}-hop questions the model knows than on those it needs to look up"
+    lines = []
+    for key, name in (*DRAGINS, ("flare", "FLARE")):
+        records = rows.get(key)
+        if records is None:
+            continue
+        counts = sorted({hop_count(r) for r in records if r.get("needs_retrieval") is not None})
+        for hops in counts:
+            group = [r for r in records if hop_count(r) == hops]
+            known = [float(r["retrievals"]) for r in group if r.get("needs_retrieval") is False]
+            needs = [float(r["retrievals"]) for r in group if r.get("needs_retrieval") is True]
+            if not known or not needs:
+                continue
+            tested = lower_mean(known, needs)
+            lines.append(line(text.format(name=name, hops=hops),
+                              f"{sum(known) / len(known):.2f} vs {sum(needs) / len(needs):.2f} retrievals/question "
+                              f"({len(known)} known, {len(needs)} to look up)", tested))
+    if not lines:
+        return ["- (i) retrieval follows knowledge: no DRAGIN or FLARE row with known and unknown questions "
+                "of the same hop count."]
+    return lines + ["  (Contested: DeepRAG's Table 3 finds FLARE's and DRAGIN's decisions uncorrelated with "
+                    "what the model knows, MCC near 0.)"]
+
+
+def dragin_beats_single(rows: Rows) -> list[str]:
+    """(ii) DRAGIN's EM on multi-hop questions is above single retrieval's (paired, McNemar)."""
+    single = rows.get("single")
+    lines = []
+    for key, name in DRAGINS:
+        if rows.get(key) is None or single is None:
+            continue
+        pairs = paired(rows[key], single, lambda r: hop_count(r) >= 2)
+        if not pairs:
+            continue
+        tested = mcnemar([is_right(a) for a, _ in pairs], [is_right(b) for _, b in pairs])
+        em_a = sum(is_right(a) for a, _ in pairs) / len(pairs)
+        em_b = sum(is_right(b) for _, b in pairs) / len(pairs)
+        lines.append(line(f"(ii) {name} answers more multi-hop questions than single retrieval",
+                          f"EM {em_a:.3f} vs {em_b:.3f}", tested))
+    return lines or ["- (ii) DRAGIN against single retrieval on multi-hop questions: a row was not run."]
+
+
+def stage_two_retrieves_less(rows: Rows) -> list[str]:
+    """(iii) stage II retrieves less than stage I (paired permutation on retrievals) at equal or
+    better EM (McNemar: *does not hold* only if stage II is worse), each row's question MCC with a
+    bootstrap interval."""
+    two, one = rows.get("deeprag"), rows.get("deeprag_imi")
+    text = "(iii) DeepRAG stage II retrieves less than stage I"
+    if two is None or one is None:
+        return [f"- {text}: not run (give --option imitation=CKPT and --option calibration=CKPT)."]
+    pairs = paired(two, one, lambda r: True)
+    fewer = paired_lower([float(a["retrievals"]) for a, _ in pairs], [float(b["retrievals"]) for _, b in pairs])
+    better = mcnemar([is_right(a) for a, _ in pairs], [is_right(b) for _, b in pairs])
+    both = combined(fewer.verdict, better.verdict)
+    lines = [line(text, f"{sum(a['retrievals'] for a, _ in pairs) / len(pairs):.2f} vs "
+                        f"{sum(b['retrievals'] for _, b in pairs) / len(pairs):.2f} retrievals/question", fewer),
+             line("(iii) DeepRAG stage II answers more than stage I", f"EM change {better.effect:+.3f}", better),
+             f"- (iii) together (fewer retrievals, EM not worse): **{both}**."]
+    for key, name in (("deeprag_imi", "stage I"), ("deeprag", "stage II")):
+        lines.append(f"  {name} question MCC (did not retrieve vs needed nothing): {question_mcc(rows[key] or [])}")
+    return lines
+
+
+def combined(fewer: str, better: str) -> str:
+    """Fewer retrievals at equal or better EM: holds when fewer holds and EM is not shown worse;
+    does not hold when either is shown to go the other way; undetermined otherwise."""
+    if fewer == "does not hold" or better == "does not hold":
+        return "does not hold"
+    return "holds" if fewer == "holds" else "undetermined"
+
+
+def question_mcc(records: Records) -> str:
+    rows = [r for r in records if r.get("needs_retrieval") is not None]
+    predicted = [int(r["retrievals"]) == 0 for r in rows]
+    truth = [r["needs_retrieval"] is False for r in rows]
+    return _mcc_text(predicted, truth)
+
+
+def _mcc_text(predicted: Sequence[bool], truth: Sequence[bool]) -> str:
+    value = mcc_of(np.asarray(predicted, bool), np.asarray(truth, bool)) if predicted else 0.0
+    interval = mcc_interval(predicted, truth)
+    spread = f", 95% bootstrap interval {interval[0]:.3f} to {interval[1]:.3f}" if interval else ""
+    return f"{value:.3f} (n {len(predicted)}{spread})"
+
+
+def hop_pairs(records: Records, keep: Callable[[Mapping[str, Any]], bool]) -> tuple[list[bool], list[bool]]:
+    """(retrieved, unknown) for every sub-question decision matched to a probed hop, in order."""
+    retrieved, unknown = [], []
+    for r in records:
+        if not keep(r):
+            continue
+        for hop, decision in zip(r.get("hops") or [], r.get("decisions") or []):
+            if hop.get("known") is None:
+                continue
+            retrieved.append(bool(decision["retrieve"]))
+            unknown.append(hop["known"] is False)
+    return retrieved, unknown
+
+
+def decisions_pick_unknown_hops(rows: Rows) -> list[str]:
+    """(iv) DeepRAG's retrieve decisions go with unknown hops: Fisher's exact test on the per-hop
+    table, MCC with a bootstrap interval; over all questions and over mixed chains."""
+    lines = []
+    for key, name in DEEPRAGS:
+        records = rows.get(key)
+        if records is None:
+            continue
+        for scope, keep in (("all questions", lambda r: True), ("mixed chains", is_mixed)):
+            retrieved, unknown = hop_pairs(records, keep)
+            if not retrieved:
+                lines.append(f"- (iv) {name}'s decisions on {scope}: no sub-question matched to a probed hop.")
+                continue
+            tp = sum(a and b for a, b in zip(retrieved, unknown))
+            fp = sum(a and not b for a, b in zip(retrieved, unknown))
+            fn = sum(b and not a for a, b in zip(retrieved, unknown))
+            tn = len(retrieved) - tp - fp - fn
+            lines.append(line(f"(iv) {name} retrieves for unknown hops and answers known ones ({scope})",
+                              f"hop MCC {_mcc_text(retrieved, unknown)}, table TP {tp} FP {fp} FN {fn} TN {tn}",
+                              fisher_association(tp, fp, fn, tn)))
+    return lines or ["- (iv) DeepRAG's decisions: no deeprag row was run."]
+
+
+def needless_retrieval_hurts(rows: Rows) -> list[str]:
+    """Closed book answers more of the all-known questions than single retrieval does."""
+    direct, single = rows.get("direct"), rows.get("single")
+    if direct is None or single is None:
+        return ["- Needless retrieval hurts: closed book or single retrieval was not run."]
+    pairs = paired(direct, single, lambda r: r.get("needs_retrieval") is False)
+    if not pairs:
+        return ["- Needless retrieval hurts: no all-known question."]
+    tested = mcnemar([is_right(a) for a, _ in pairs], [is_right(b) for _, b in pairs])
+    return [line("Needless retrieval hurts: closed book beats single retrieval on questions the model knows",
+                 f"EM {sum(is_right(a) for a, _ in pairs) / len(pairs):.3f} vs "
+                 f"{sum(is_right(b) for _, b in pairs) / len(pairs):.3f}", tested)]
+
+
+def fewer_retrievals_when_right(rows: Rows) -> list[str]:
+    """DeepRAG Table 2: questions answered right took fewer retrievals than those answered wrong."""
+    lines = []
+    for key, name in DEEPRAGS:
+        records = rows.get(key)
+        if not records:
+            continue
+        right = [float(r["retrievals"]) for r in records if is_right(r)]
+        wrong = [float(r["retrievals"]) for r in records if not is_right(r)]
+        if right and wrong:
+            lines.append(line(f"DeepRAG Table 2: {name} retrieves less for the questions it gets right",
+                              f"{sum(right) / len(right):.2f} vs {sum(wrong) / len(wrong):.2f} retrievals/question "
+                              f"({len(right)} right, {len(wrong)} wrong)", lower_mean(right, wrong)))
+    return lines
+
+
+def subquestions_by_hops(rows: Rows) -> list[str]:
+    """DeepRAG Figure 7 on the world: sub-questions written per question, by its hop count."""
+    lines = []
+    for key, name in DEEPRAGS:
+        records = rows.get(key)
+        if not records:
+            continue
+        cells = []
+        for hops in sorted({hop_count(r) for r in records if hop_count(r)}):
+            group = [len(r.get("decisions") or []) for r in records if hop_count(r) == hops]
+            share = sum(1 for n in group if n >= 2) / len(group)
+            cells.append(f"{hops} hop(s): {sum(group) / len(group):.2f} (two or more on {share:.0%}, n {len(group)})")
+        lines.append(f"- DeepRAG Figure 7: {name} writes sub-questions per question, by hops: " + "; ".join(cells) + ".")
+    return lines
+
+
+def queries_name_unknown(rows: Rows) -> list[str]:
+    """DRAGIN Table 6 on the world: DRAGIN's queries name an unknown hop's entity more often than the
+    fixed schedules' (Fisher's exact test on the query counts)."""
+    lines = []
+    for key, name in DRAGINS:
+        mine = _query_flags(rows.get(key))
+        for other, other_name in (("fixed_sentence", "FS-RAG"), ("fixed_length", "FL-RAG")):
+            theirs = _query_flags(rows.get(other))
+            if not mine or not theirs:
+                continue
+            a, b = sum(mine), sum(theirs)
+            tested = fisher_association(a, b, len(mine) - a, len(theirs) - b)
+            lines.append(line(f"DRAGIN Table 6: {name}'s queries name the unknown entity more often than {other_name}'s",
+                              f"{a / len(mine):.3f} of {len(mine)} vs {b / len(theirs):.3f} of {len(theirs)}", tested))
+    return lines
+
+
+def _query_flags(records: Records | None) -> list[bool]:
+    return [names_unknown_entity(str(q), r.get("hops") or [])
+            for r in records or () if r.get("needs_retrieval") is True for q in r.get("queries") or []]
+
+
+CLAIMS = (retrieval_follows_knowledge, dragin_beats_single, stage_two_retrieves_less, decisions_pick_unknown_hops,
+          needless_retrieval_hurts, fewer_retrievals_when_right, subquestions_by_hops, queries_name_unknown)
+
+
+def claim_lines(rows: Rows) -> list[str]:
+    """Every claim's lines, in order."""
+    return [text for claim in CLAIMS for text in claim(rows)]
