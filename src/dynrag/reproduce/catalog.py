@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynrag.reproduce import bestpractice, bestpractice_retrieval, deeprag, dragin, world  # noqa: F401  (each registers its tables)
+from dynrag.reproduce import (  # noqa: F401  (each registers its tables)
+    bestpractice,
+    bestpractice_retrieval,
+    deeprag,
+    dragin,
+    dragin_ablations,
+    world,
+)
 from dynrag.reproduce.retrieval_tables import RETRIEVAL_TABLES
 from dynrag.reproduce.tables import TABLES, Table
 

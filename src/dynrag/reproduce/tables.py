@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from dynrag.data import data_path
@@ -73,3 +74,14 @@ WIKIPEDIA_BM25 = "BM25 over Wikipedia"
 def paper_cells(table: str, group: str) -> dict[str, Any]:
     """The published cells of ``table`` for ``group`` (a paper model, or "paper"): row -> metric -> value."""
     return published()["tables"][table]["cells"].get(group, {})
+
+
+def records_of(summary: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """A row's per-question records (its run's predictions.jsonl, found through the ``run_dir``
+    that ``reproduce`` adds to each summary); None when the row was not run."""
+    from dynrag.io.jsonl import read_jsonl
+    from dynrag.io.rundir import PREDICTIONS
+
+    if not summary or not summary.get("run_dir"):
+        return None
+    return read_jsonl(Path(summary["run_dir"]) / PREDICTIONS)

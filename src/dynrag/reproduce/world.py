@@ -17,11 +17,9 @@ from typing import Any
 from pydantic import Field
 
 from dynrag.errors import ConfigError, DataError
-from dynrag.io.jsonl import read_jsonl
-from dynrag.io.rundir import PREDICTIONS
 from dynrag.reproduce.deeprag import deeprag_options
 from dynrag.reproduce.world_claims import claim_lines
-from dynrag.reproduce.tables import TABLES, Column, RunSpec, Table, published
+from dynrag.reproduce.tables import TABLES, Column, RunSpec, Table, published, records_of
 from dynrag.registry import Options
 
 DATASET = "world"
@@ -139,16 +137,9 @@ def breakdown(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> list[
     return lines
 
 
-def row_records(summary: dict[str, Any] | None) -> list[dict[str, Any]] | None:
-    """A row's per-question records (its run's predictions.jsonl), None when it was not run."""
-    if not summary or not summary.get("run_dir"):
-        return None
-    return read_jsonl(Path(summary["run_dir"]) / PREDICTIONS)
-
-
 def claims(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> list[str]:
     """The claim lines (reproduce/world_claims.py), each decided by a test on the rows' records."""
-    rows = {spec.key: row_records(results.get((DATASET, spec.key))) for spec in runs}
+    rows = {spec.key: records_of(results.get((DATASET, spec.key))) for spec in runs}
     return ["", "### Claims", "", *claim_lines(rows)]
 
 

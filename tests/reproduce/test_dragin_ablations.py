@@ -1,0 +1,62 @@
+"""DRAGIN's Tables 5 and 7: their rows, the θ option, and the claims decided from the rows' records."""
+
+import json
+
+import pytest
+
+from dynrag.errors import ConfigError
+from dynrag.methods.registry import parse_options
+from dynrag.reproduce.catalog import open_table
+from dynrag.reproduce.dragin_ablations import retriever_claims, sweep_claims
+
+
+def test_table5_is_the_table2_dragin_row_at_each_theta():
+    table = open_table("dragin-table5", {"thetas": "0.5,1,1.5"})
+    assert [r.key for r in table.runs] == ["theta_0.5", "theta_1", "theta_1.5"]
+    assert [r.options["theta"] for r in table.runs] == [0.5, 1.0, 1.5]
+    assert {r.options["variant"] for r in table.runs} == {"reference"} and table.datasets == ["hotpotqa"]
+    for run in table.runs:
+        parse_options(run.method, run.options)
+
+
+def test_table5_refuses_a_bad_grid_naming_it():
+    with pytest.raises(ConfigError, match="thetas"):
+        open_table("dragin-table5", {"thetas": "0.5,high"})
+    with pytest.raises(ConfigError, match="at least two"):
+        open_table("dragin-table5", {"thetas": "0.5"})
+
+
+def test_table7_runs_flare_and_dragin_on_both_retrievers():
+    table = open_table("dragin-table7")
+    hotpot = [r for r in table.runs if r.dataset == "hotpotqa"]
+    assert [(r.key, r.retriever) for r in hotpot] == [("flare_bm25", "bm25"), ("flare_dense", "dense"),
+                                                       ("dragin_bm25", "bm25"), ("dragin_dense", "dense")]
+
+
+def summary_with(tmp_path, name, records):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return {"run_dir": str(folder)}
+
+
+def test_sweep_claims_test_the_widest_gap_and_the_trend(tmp_path):
+    table = open_table("dragin-table5", {"thetas": "0.6,1.4"})
+    low, high = table.runs
+    # θ 0.6: every question right, 2 retrievals each; θ 1.4: every one wrong, none retrieved
+    results = {("hotpotqa", low.key): summary_with(tmp_path, "a", [{"id": i, "em": 1, "retrievals": 2} for i in range(8)]),
+               ("hotpotqa", high.key): summary_with(tmp_path, "b", [{"id": i, "em": 0, "retrievals": 0} for i in range(8)])}
+    lines = sweep_claims(table.runs, results)
+    assert any("EM is insensitive to θ" in t and "= +1.000" in t and "p = 0.0078" in t and "**does not hold**" in t
+               for t in lines)  # 2 of the 2^8 sign patterns are as extreme
+    assert any("Retrievals fall as θ rises" in t and "ρ = -1.000" in t.replace("−", "-") and "**holds**" in t for t in lines)
+    assert sweep_claims(table.runs, {}) == []
+
+
+def test_retriever_claims_are_paired_on_the_questions_both_rows_answered(tmp_path):
+    table = open_table("dragin-table7")
+    results = {("hotpotqa", "dragin_bm25"): summary_with(tmp_path, "a", [{"id": i, "em": 1} for i in range(6)]),
+               ("hotpotqa", "dragin_dense"): summary_with(tmp_path, "b", [{"id": i, "em": 0} for i in range(4)])}
+    lines = retriever_claims(table.runs, ["hotpotqa"], results)
+    (claim,) = [t for t in lines if t.startswith("- hotpotqa")]
+    assert "n = 4" in claim and "p = 0.125" in claim and "**undetermined**" in claim  # 2 / 2^4
