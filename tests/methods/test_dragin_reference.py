@@ -344,3 +344,18 @@ def test_reference_decodes_every_chunk_at_full_length(pair, index, variant, aske
     assert rec.asked[: len(generated)] == asked
     # nothing stopped early here, so the reference variant kept 16 tokens: past the budget of 10, as the authors
     assert [s.kept_tokens for s in generated] == asked
+
+
+@pytest.mark.parametrize("variant", ["reference", "paper"])
+def test_other_query_forms_replace_qfs_at_the_same_trigger(pair, index, variant):
+    lm, _, _ = pair
+    question = "who built the old bridge of the town ?"
+    common = {"variant": variant, "max_new_tokens": 16, "max_retrievals": 1, "max_query_tokens": 10_000}
+    window, rec_window = run_reference(lm, index, question, query="last_words", query_words=3, **common)
+    context, rec_context = run_reference(lm, index, question, query="full_context", **common)
+    qfs, _ = run_reference(lm, index, question, **common)
+    # the same trigger (theta 0: the first checked chunk), only what is searched for differs
+    assert [r.reason for r in window.trace.retrievals] == [r.reason for r in qfs.trace.retrievals]
+    assert len(rec_window.queries[0].split()) == 3
+    assert rec_context.queries[0].startswith(question)
+    assert rec_context.queries[0] != rec_window.queries[0]

@@ -60,3 +60,14 @@ def test_retriever_claims_are_paired_on_the_questions_both_rows_answered(tmp_pat
     lines = retriever_claims(table.runs, ["hotpotqa"], results)
     (claim,) = [t for t in lines if t.startswith("- hotpotqa")]
     assert "n = 4" in claim and "p = 0.125" in claim and "**undetermined**" in claim  # 2 / 2^4
+
+
+def test_table6_sets_each_query_form_on_the_table2_dragin_row():
+    table = open_table("dragin-table6")
+    hotpot = {r.key: r.options for r in table.runs if r.dataset == "hotpotqa"}
+    assert list(hotpot) == ["query_qfs", "query_confident_sentence", "query_last_words", "query_previous_sentence",
+                            "query_full_context"]
+    assert hotpot["query_confident_sentence"]["query_min_prob"] == pytest.approx(0.9)  # 1 - h, h = 0.1 released
+    assert hotpot["query_last_words"]["query_words"] == 25 and hotpot["query_qfs"]["query_words"] == 35
+    for run in table.runs:
+        parse_options(run.method, run.options)

@@ -24,6 +24,11 @@ class DraginTableOptions(Options):
     )
 
 
+def released(paper_model: str, setting: str, dataset: str) -> float:
+    """A released per-dataset setting of ``paper_model`` (dragin_threshold, flare_threshold, ...)."""
+    return published()["released_settings"]["dragin"]["models"][paper_model][setting][dataset]
+
+
 def dragin_runs(paper_model: str, datasets: list[str], keys: list[str]) -> list[RunSpec]:
     """DRAGIN's Table 2 runs with the authors' released settings for `paper_model` (see published.json)."""
     settings = published()["released_settings"]["dragin"]

@@ -1,5 +1,6 @@
-"""DRAGIN's ablations: Table 5 (RIND's threshold θ swept on HotpotQA) and Table 7 (BM25 against a
-dense retriever), each with the paper's claims decided by tests on the rows' per-question records.
+"""DRAGIN's ablations: Table 5 (RIND's threshold θ swept on HotpotQA), Table 6 (what is searched for
+once RIND fires) and Table 7 (BM25 against a dense retriever), each with the paper's claims decided
+by tests on the rows' per-question records.
 
 The paper prints these tables without cells in the text we have, so no published column is typed;
 the rows run at the released Table 2 settings of the chosen paper model (reproduce/dragin.py).
@@ -14,7 +15,7 @@ from pydantic import Field, field_validator
 
 from dynrag.registry import Options
 from dynrag.reproduce.claims import Claim, decide
-from dynrag.reproduce.dragin import PAPER_SETTING, PaperModel, answer_columns, dragin_runs
+from dynrag.reproduce.dragin import PAPER_SETTING, PaperModel, answer_columns, dragin_runs, released
 from dynrag.reproduce.tables import TABLES, WIKIPEDIA_BM25, Column, RunSpec, Table, published, records_of
 
 # The reference variant's weights average 1 within a sentence; the released thresholds run from 0.6
@@ -113,6 +114,57 @@ def dragin_table5(options: ThresholdSweepOptions) -> Table:
         remarks=["Each row is DRAGIN's Table 2 row (the authors' variant, their released settings) with θ set; "
                  "`--option thetas=0.6,1.0,1.4` chooses the rows."],
         after=lambda results: sweep_claims(runs, results),
+    )
+
+
+# ---- Table 6: the query once RIND fires ------------------------------------------------------
+
+# (option value, row label): QFS and the other methods' ways to form a query, RIND deciding when.
+QUERY_ROWS = (("qfs", "DRAGIN's QFS"), ("confident_sentence", "FLARE's: the sentence without improbable tokens"),
+              ("last_words", "FL-RAG's: the last 25 words"), ("previous_sentence", "FS-RAG's: the previous sentence"),
+              ("full_context", "the full context"))
+
+
+class QueryTableOptions(Options):
+    paper_model: PaperModel = Field("Llama2-13b-chat", description="whose released settings the rows start from")
+
+
+def query_runs(options: QueryTableOptions, datasets: list[str]) -> list[RunSpec]:
+    runs = []
+    for spec in dragin_runs(options.paper_model, datasets, ["dragin"]):
+        # FLARE's own cut-off on this dataset (released as h on 1 - p), so its row masks as FLARE does
+        min_prob = round(1.0 - released(options.paper_model, "flare_threshold", spec.dataset), 6)
+        for form, label in QUERY_ROWS:
+            extra = {"qfs": {}, "confident_sentence": {"query_min_prob": min_prob}, "last_words": {"query_words": 25}}
+            runs.append(replace(spec, key=f"query_{form}", label=label,
+                                options={**spec.options, "query": form, **extra.get(form, {})}))
+    return runs
+
+
+def query_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> list[str]:
+    labels = {s.key: s.label for s in runs}
+    pairs = [("query_qfs", other) for other, _ in QUERY_ROWS[1:]]
+    pairs += [("query_confident_sentence", "query_last_words"), ("query_confident_sentence", "query_previous_sentence")]
+    lines = []
+    for ds in datasets:
+        for better, worse in pairs:
+            line = _claim_line(Claim("the paper ranks the first above the second", better, worse, "em"), labels, results, ds)
+            lines += [line] if line else []
+    return ["", "Claims (the paper's: QFS best, FLARE's form second; paired tests on these questions):", "",
+            *lines] if lines else []
+
+
+@TABLES.register("dragin-table6", QueryTableOptions, "DRAGIN Table 6: what is searched for once RIND fires (QFS against the other methods' queries)")
+def dragin_table6(options: QueryTableOptions) -> Table:
+    datasets = ["2wikimultihopqa", "hotpotqa", "strategyqa"]
+    runs = query_runs(options, datasets)
+    return Table(
+        "dragin-table6", f"DRAGIN Table 6 (query formulation, {options.paper_model} settings)", datasets, runs,
+        lambda ds: [replace(c, paper=None) for c in answer_columns(ds)], {}, f"{options.paper_model}, {PAPER_SETTING}",
+        scorer="dragin", paper_corpus=WIKIPEDIA_BM25, notes=[published()["tables"]["dragin-table6"]["source"]],
+        remarks=["Every row is Table 2's DRAGIN row (RIND decides when, at the released θ) with `query=` set; "
+                 "as in the authors' code, every query keeps its last 64 tokens."],
+        after=lambda results: query_claims(runs, datasets, results),
     )
 
 

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 
 from dynrag.lm.base import Generation, require
 from dynrag.methods.base import Answer, MethodTraits
+from dynrag.methods.dragin.queries import QueryForm, query_of
 from dynrag.methods.dragin.reference import reference_qfs_query, reference_word_scores
 from dynrag.methods.dragin.scoring import (
     authors_trigger,
@@ -56,7 +57,15 @@ class DraginOptions(IterativeOptions):
         None, ge=0.0,
         description="retrieve at the first word whose score exceeds this; None: the variant's default",
     )
-    query_words: int = Field(25, ge=1, description="QFS: content words in the query")
+    query_words: int = Field(25, ge=1, description="QFS: content words in the query (query=last_words: words)")
+    query: QueryForm = Field(
+        "qfs", description="what is searched for once RIND fires (DRAGIN's Table 6): qfs (attention-selected "
+        "words), previous_sentence (FS-RAG's), last_words (FL-RAG's window), confident_sentence (FLARE's: the "
+        "triggering sentence without its improbable tokens) or full_context (question and answer so far)",
+    )
+    query_min_prob: float = Field(
+        0.4, ge=0.0, le=1.0, description="query=confident_sentence: tokens below this probability are left out"
+    )
     chunk_tokens: int = Field(64, ge=4, description="tokens decoded per step before checking")
     early_stop: bool = Field(True, description="paper variant: stop decoding at the end of the sentence where a trigger fired")
     settled_stop: bool = Field(
@@ -182,7 +191,11 @@ class Dragin(IterativeMethod):
                     break
                 continue
             self.keep(state, gen, scored.words[trigger].start, details=scored.details(trigger))
-            query = self._qfs_query(gen, scored.words[trigger].start)  # the chain cuts it to max_query_tokens
+            if self.options.query == "qfs":
+                query = self._qfs_query(gen, scored.words[trigger].start)  # the chain cuts it to max_query_tokens
+            else:
+                members = np.flatnonzero(scored.sentence == scored.sentence[trigger])
+                query = self._other_query(state, gen, scored.words[members[0]].start, scored.words[members[-1]].end, "")
             self.retrieve(state, query, reason=f"RIND {scored.scores[trigger]:.2f} > {self.theta} "
                                                 f"at '{scored.words[trigger].text}'")
             protect_first_sentence = True
@@ -209,10 +222,15 @@ class Dragin(IterativeMethod):
             members = np.flatnonzero(scored.sentence == sentence)
             words = [scored.words[i] for i in members]
             self.keep(state, gen, words[0].start, details=scored.details(first))
-            query, made_of = reference_qfs_query(
-                self.lm, state.question, state.answer, gen, words, [int(h - members[0]) for h in hits],
-                self.options.query_words, self._content,
-            )
+            if self.options.query == "qfs":
+                query, made_of = reference_qfs_query(
+                    self.lm, state.question, state.answer, gen, words, [int(h - members[0]) for h in hits],
+                    self.options.query_words, self._content,
+                )
+            else:
+                start, end = words[0].start, words[-1].end
+                query = self._other_query(state, gen, start, end, "".join(gen.pieces[start:end]))
+                made_of = {"hit_words": [scored.words[h].text for h in hits]}
             if len(hits):
                 reason = f"RIND > {self.theta} at '{', '.join(made_of['hit_words'])}'"
             else:
@@ -259,6 +277,13 @@ class Dragin(IterativeMethod):
             return settled_trigger(scores, scored.entropy, scored.content, theta, complete) is not None
 
         return watch
+
+    def _other_query(self, state: LoopState, gen: Generation, start: int, end: int, unkept: str) -> str:
+        """The ``query`` option's form (not QFS) at a trigger whose sentence is tokens [start, end)
+        of ``gen``; ``unkept``: written text the cut dropped, for full_context."""
+        o = self.options
+        return query_of(o.query, state.question, state.answer, gen.pieces[start:end],
+                        [float(x) for x in gen.logprobs[start:end]], o.query_words, o.query_min_prob, unkept)
 
     # -- what: QFS (paper) -----------------------------------------------------------------
 
