@@ -71,3 +71,15 @@ def test_table6_sets_each_query_form_on_the_table2_dragin_row():
     assert hotpot["query_last_words"]["query_words"] == 25 and hotpot["query_qfs"]["query_words"] == 35
     for run in table.runs:
         parse_options(run.method, run.options)
+
+
+def test_table6_claims_put_qfs_against_every_other_form(tmp_path):
+    from dynrag.reproduce.dragin_ablations import query_claims
+
+    table = open_table("dragin-table6")
+    results = {("hotpotqa", r.key): summary_with(tmp_path, r.key, [{"id": i, "em": int(r.key == "query_qfs")}
+                                                                     for i in range(5)])
+               for r in table.runs if r.dataset == "hotpotqa"}
+    lines = [t for t in query_claims(table.runs, ["hotpotqa"], results) if t.startswith("- hotpotqa")]
+    assert len(lines) == 6  # QFS against four forms, FLARE's against two
+    assert sum("DRAGIN's QFS −" in t and "+1.000" in t and "p = 0.0625" in t for t in lines) == 4  # 2 / 2^5

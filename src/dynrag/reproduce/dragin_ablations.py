@@ -143,7 +143,7 @@ def query_runs(options: QueryTableOptions, datasets: list[str]) -> list[RunSpec]
 
 def query_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> list[str]:
     labels = {s.key: s.label for s in runs}
-    pairs = [("query_qfs", other) for other, _ in QUERY_ROWS[1:]]
+    pairs = [("query_qfs", f"query_{other}") for other, _ in QUERY_ROWS[1:]]
     pairs += [("query_confident_sentence", "query_last_words"), ("query_confident_sentence", "query_previous_sentence")]
     lines = []
     for ds in datasets:
