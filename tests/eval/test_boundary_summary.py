@@ -139,3 +139,16 @@ def test_context_words_count_what_the_model_read_and_old_records_give_no_mean():
     assert summarize([record, {**record, "context_words": 1}], False, False)["context_words_per_question"] == 3.0
     old = {k: v for k, v in record.items() if k != "context_words"}
     assert summarize([record, old], False, False)["context_words_per_question"] is None
+
+
+def test_a_method_that_writes_sub_questions_records_them_with_their_decisions():
+    from dynrag.datasets.loaders import QAExample
+    from dynrag.eval.summary import make_record
+
+    example = QAExample(id="q1", question="Where?", answers=["Lyon"], contexts=[], supporting=[])
+    steps = [{"details": {"subquery": "Who?", "decision": "retrieve"}}, {"details": {"step": 2}},
+             {"details": {"subquery": "Where was #1 born?", "decision": "parametric"}}]
+    record = make_record(example, {"answer": "Lyon", "final_answer": "Lyon", "steps": steps}, 0.1, yes_no=False)
+    assert record["decisions"] == [{"subquery": "Who?", "retrieve": True},
+                                   {"subquery": "Where was #1 born?", "retrieve": False}]
+    assert "decisions" not in make_record(example, {"answer": "Lyon", "final_answer": "Lyon"}, 0.1, yes_no=False)

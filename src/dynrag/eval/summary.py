@@ -8,6 +8,7 @@ from typing import Any
 from dynrag.datasets.formats import Dataset
 from dynrag.datasets.loaders import QAExample, passage_key
 from dynrag.datasets.metrics import Scorer, score_answer
+from dynrag.datasets.world_hops import step_decisions
 
 # The figures summarize() computes; summary.json adds method/model/dataset and run notes.
 METRIC_KEYS = (
@@ -68,6 +69,8 @@ def make_record(
         "generated_tokens": int(answer.get("generated_tokens") or 0),
         "kept_tokens": int(answer.get("kept_tokens", answer.get("generated_tokens")) or 0),
         "seconds": round(seconds, 3),
+        # a method that writes sub-questions (deeprag): each with its retrieve decision (DeepRAG's Figure 7)
+        **({"decisions": decisions} if (decisions := step_decisions(answer.get("steps"))) else {}),
         **(dataset.decisions.record_fields(example, answer) if dataset and dataset.decisions else {}),
     }
 
