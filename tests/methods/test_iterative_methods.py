@@ -198,3 +198,16 @@ def test_ask_dragin_with_the_balanced_preset_applies_the_chain_to_each_retrieval
     assert data["retrievals"] and kinds.count("rerank") == kinds.count("compress") == len(data["retrievals"])
     assert all("reranked by embedding" in r["reason"] for r in data["retrievals"])
     assert (index_dir / "dense" / "vectors.npy").is_file()  # the preset's hybrid retriever
+
+
+@pytest.mark.parametrize("name,options", [("fixed_length", {"n": 4}), ("flare", {"theta": 1.0}),
+                                          ("dragin", {"theta": 0.0})])
+def test_the_last_finished_sentence_as_every_methods_query(lm, index, builder, name, options):
+    """DRAGIN's Table 4 gives every method one query form: the question until a sentence is finished,
+    then the last finished sentence of the answer."""
+    answer = run(name, lm, index, builder, query="previous_sentence", max_new_tokens=32, max_retrievals=4, **options)
+    assert answer.trace.retrievals
+    written = " ".join(answer.text.split())
+    for retrieval in answer.trace.retrievals:
+        assert retrieval.query == " ".join(QUESTION.split()) or (
+            retrieval.query in written and retrieval.query[-1] in ".!?")

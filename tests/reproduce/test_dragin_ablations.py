@@ -83,3 +83,15 @@ def test_table6_claims_put_qfs_against_every_other_form(tmp_path):
     lines = [t for t in query_claims(table.runs, ["hotpotqa"], results) if t.startswith("- hotpotqa")]
     assert len(lines) == 6  # QFS against four forms, FLARE's against two
     assert sum("DRAGIN's QFS −" in t and "+1.000" in t and "p = 0.0625" in t for t in lines) == 4  # 2 / 2^5
+
+
+def test_table4_gives_every_method_the_last_finished_sentence_as_its_query():
+    table = open_table("dragin-table4")
+    hotpot = {r.key: r for r in table.runs if r.dataset == "hotpotqa"}
+    assert list(hotpot) == ["timing_fixed_length", "timing_fixed_sentence", "timing_flare", "timing_dragin"]
+    assert {k: r.options.get("query") for k, r in hotpot.items()} == {
+        "timing_fixed_length": "previous_sentence", "timing_fixed_sentence": None,
+        "timing_flare": "previous_sentence", "timing_dragin": "previous_sentence"}
+    assert hotpot["timing_dragin"].options["theta"] == 1.2  # Table 2's released value stays
+    for run in table.runs:
+        parse_options(run.method, run.options)

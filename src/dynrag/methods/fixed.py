@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from dynrag.methods.base import Answer
 from dynrag.methods.iterative import SENTENCE_ENDS, IterativeMethod, IterativeOptions
+from dynrag.methods.query_forms import previous_sentence
 
 
 class FixedOptions(IterativeOptions):
@@ -23,6 +24,10 @@ def retrieve_first(method: IterativeMethod, state) -> None:
 
 class FixedLengthOptions(FixedOptions):
     n: int = Field(16, ge=1, description="tokens generated between retrievals; the query is those tokens")
+    query: Literal["window", "previous_sentence"] = Field(
+        "window", description="window: the n tokens just written; previous_sentence: the last finished sentence "
+        "(DRAGIN's Table 4)",
+    )
 
 
 class FixedLength(IterativeMethod):
@@ -40,7 +45,8 @@ class FixedLength(IterativeMethod):
             if gen.stop_reason != "length" or self.done(state):
                 break
             if self.can_retrieve(state):
-                self.retrieve(state, kept, reason=f"every {self.options.n} tokens")
+                query = kept if self.options.query == "window" else previous_sentence(state.question, state.answer)
+                self.retrieve(state, query, reason=f"every {self.options.n} tokens")
         return self.finish(state)
 
 

@@ -18,6 +18,7 @@ from pydantic import Field
 from dynrag.lm.base import Generation, require
 from dynrag.methods.base import Answer, Retrieval, Step, Trace
 from dynrag.methods.iterative import SENTENCE_ENDS, IterativeMethod, IterativeOptions, LoopState
+from dynrag.methods.query_forms import previous_sentence
 from dynrag.retrieval.base import Hit
 from dynrag.text.words import merge_words
 
@@ -30,8 +31,9 @@ class FlareOptions(IterativeOptions):
     trigger: Literal["any", "mean"] = Field(
         "any", description="any: some token's probability < theta (FLARE); mean: the sentence's mean < theta (DRAGIN's reimplementation)"
     )
-    query: Literal["masked", "questions"] = Field(
-        "masked", description="masked: the sentence minus uncertain tokens (implicit); questions: one LM-written question per uncertain span (explicit)"
+    query: Literal["masked", "questions", "previous_sentence"] = Field(
+        "masked", description="masked: the sentence minus uncertain tokens (implicit); questions: one LM-written "
+        "question per uncertain span (explicit); previous_sentence: the last finished sentence (DRAGIN's Table 4)"
     )
     first_retrieval: bool = Field(False, description="retrieve with the question before the first sentence")
     tentative_with_documents: bool = Field(
@@ -137,8 +139,9 @@ class Flare(IterativeMethod):
         reason = (f"{n_low} tokens below p={self.options.theta}" if self.options.trigger == "any"
                   else f"mean p < {self.options.theta}")
         masked = masked_query(gen.pieces, probabilities, self.beta) or state.question
-        if self.options.query == "masked":
-            self.retrieve(state, masked, reason=reason)
+        if self.options.query in ("masked", "previous_sentence"):
+            query = masked if self.options.query == "masked" else previous_sentence(state.question, state.answer)
+            self.retrieve(state, query, reason=reason)
             return
         spans = uncertain_spans(gen.raw_tokens, gen.pieces, probabilities, self.beta)  # the paper's spans: below beta
         questions = [q for q in (self._ask(state, gen.text, z) for z in spans) if q] or [masked]

@@ -11,7 +11,7 @@ from rich.console import Console
 
 
 # Static, so `--help` imports no table module; a test checks it against the registries.
-TABLE_HELP = ("dragin-table2 | dragin-table3 | dragin-table5 | dragin-table6 | dragin-table7 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | "
+TABLE_HELP = ("dragin-table2 | dragin-table3 | dragin-table4 | dragin-table5 | dragin-table6 | dragin-table7 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | "
               "deeprag-figure5 | deeprag-figure6 | deeprag-figure7 | world | bestpractice-table1 | bestpractice-table2 | "
               "bestpractice-table3 | bestpractice-table4 | bestpractice-table6 | bestpractice-table7 | "
               "bestpractice-table8 | bestpractice-table9 | bestpractice-table10 | bestpractice-table11 | "

@@ -1,6 +1,7 @@
-"""DRAGIN's ablations: Table 5 (RIND's threshold θ swept on HotpotQA), Table 6 (what is searched for
-once RIND fires) and Table 7 (BM25 against a dense retriever), each with the paper's claims decided
-by tests on the rows' per-question records.
+"""DRAGIN's ablations: Table 4 (when to retrieve, every method searching with the last finished
+sentence), Table 5 (RIND's threshold θ swept on HotpotQA), Table 6 (what is searched for once RIND
+fires) and Table 7 (BM25 against a dense retriever), each with the paper's claims decided by tests
+on the rows' per-question records.
 
 The paper prints these tables without cells in the text we have, so no published column is typed;
 the rows run at the released Table 2 settings of the chosen paper model (reproduce/dragin.py).
@@ -9,6 +10,7 @@ the rows run at the released Table 2 settings of the chosen paper model (reprodu
 from __future__ import annotations
 
 from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -63,6 +65,60 @@ def _claim_line(claim: Claim, labels: dict[str, str], results: dict, ds: str) ->
             f"{v.difference:+.3f}; paired permutation test, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.")
 
 
+def ablation_table(name: str, subtitle: str, paper_model: str, datasets: list[str], runs: list[RunSpec],
+                   columns: Callable[[str], list[Column]], remark: str,
+                   after: Callable[[dict], list[str]]) -> Table:
+    """One of these ablations: our columns only (no cells typed), the released-settings header, its remark."""
+    return Table(
+        name, f"DRAGIN Table {name.removeprefix('dragin-table')} ({subtitle}, {paper_model} settings)", datasets,
+        runs, lambda ds: [replace(c, paper=None) for c in columns(ds)], {}, f"{paper_model}, {PAPER_SETTING}",
+        scorer="dragin", paper_corpus=WIKIPEDIA_BM25, notes=[published()["tables"][name]["source"]],
+        remarks=[remark], after=after,
+    )
+
+
+# ---- Table 4: when to retrieve, the query fixed ------------------------------------------------
+
+TIMING_DATASETS = ["hotpotqa", "2wikimultihopqa"]  # the paper ran IIRC, which is not among our data
+
+
+class TimingTableOptions(Options):
+    paper_model: PaperModel = Field("Llama2-13b-chat", description="whose released settings the rows start from")
+
+
+def timing_runs(options: TimingTableOptions, datasets: list[str]) -> list[RunSpec]:
+    """Table 2's FL-RAG, FS-RAG, FLARE and DRAGIN rows, each searching with the last finished
+    sentence (FS-RAG's query already is)."""
+    runs = []
+    for spec in dragin_runs(options.paper_model, datasets, ["fixed_length", "fixed_sentence", "flare", "dragin"]):
+        same = spec.method == "fixed_sentence"
+        runs.append(replace(spec, key=f"timing_{spec.key}", options=spec.options if same else
+                            {**spec.options, "query": "previous_sentence"}))
+    return runs
+
+
+def timing_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> list[str]:
+    labels = {s.key: s.label for s in runs}
+    lines = []
+    for ds in datasets:
+        for other in ("timing_fixed_length", "timing_fixed_sentence", "timing_flare"):
+            claim = Claim("RIND's timing beats the other's", "timing_dragin", other, "em")
+            line = _claim_line(claim, labels, results, ds)
+            lines += [line] if line else []
+    return ["", "Claims (the paper's: DRAGIN's timing best; paired tests on these questions):", "", *lines] if lines else []
+
+
+@TABLES.register("dragin-table4", TimingTableOptions, "DRAGIN Table 4: when to retrieve, every method searching with the last finished sentence")
+def dragin_table4(options: TimingTableOptions) -> Table:
+    runs = timing_runs(options, TIMING_DATASETS)
+    return ablation_table(
+        "dragin-table4", "retrieval timing", options.paper_model, TIMING_DATASETS, runs, answer_columns,
+        "The paper ran this on IIRC, which is not among the data here; HotpotQA and 2Wiki stand in. Each row is "
+        "Table 2's row with `query=previous_sentence` (the question until a sentence is finished).",
+        lambda results: timing_claims(runs, TIMING_DATASETS, results),
+    )
+
+
 # ---- Table 5: the threshold sweep -------------------------------------------------------------
 
 
@@ -106,14 +162,11 @@ def sweep_claims(runs: list[RunSpec], results: dict) -> list[str]:
 def dragin_table5(options: ThresholdSweepOptions) -> Table:
     runs = sweep_runs(options)
     columns = [*answer_columns(SWEEP_DATASET), Column("retrievals/question", "retrievals_per_question", None, 2)]
-    return Table(
-        "dragin-table5", f"DRAGIN Table 5 (θ sweep, {options.paper_model} settings)", [SWEEP_DATASET], runs,
-        lambda _: [replace(c, paper=None) for c in columns], {}, f"{options.paper_model}, {PAPER_SETTING}",
-        scorer="dragin", paper_corpus=WIKIPEDIA_BM25,
-        notes=[published()["tables"]["dragin-table5"]["source"]],
-        remarks=["Each row is DRAGIN's Table 2 row (the authors' variant, their released settings) with θ set; "
-                 "`--option thetas=0.6,1.0,1.4` chooses the rows."],
-        after=lambda results: sweep_claims(runs, results),
+    return ablation_table(
+        "dragin-table5", "θ sweep", options.paper_model, [SWEEP_DATASET], runs, lambda _: columns,
+        "Each row is DRAGIN's Table 2 row (the authors' variant, their released settings) with θ set; "
+        "`--option thetas=0.6,1.0,1.4` chooses the rows.",
+        lambda results: sweep_claims(runs, results),
     )
 
 
@@ -158,13 +211,11 @@ def query_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> lis
 def dragin_table6(options: QueryTableOptions) -> Table:
     datasets = ["2wikimultihopqa", "hotpotqa", "strategyqa"]
     runs = query_runs(options, datasets)
-    return Table(
-        "dragin-table6", f"DRAGIN Table 6 (query formulation, {options.paper_model} settings)", datasets, runs,
-        lambda ds: [replace(c, paper=None) for c in answer_columns(ds)], {}, f"{options.paper_model}, {PAPER_SETTING}",
-        scorer="dragin", paper_corpus=WIKIPEDIA_BM25, notes=[published()["tables"]["dragin-table6"]["source"]],
-        remarks=["Every row is Table 2's DRAGIN row (RIND decides when, at the released θ) with `query=` set; "
-                 "as in the authors' code, every query keeps its last 64 tokens."],
-        after=lambda results: query_claims(runs, datasets, results),
+    return ablation_table(
+        "dragin-table6", "query formulation", options.paper_model, datasets, runs, answer_columns,
+        "Every row is Table 2's DRAGIN row (RIND decides when, at the released θ) with `query=` set; as in the "
+        "authors' code, every query keeps its last 64 tokens.",
+        lambda results: query_claims(runs, datasets, results),
     )
 
 
@@ -195,12 +246,9 @@ def retriever_claims(runs: list[RunSpec], datasets: list[str], results: dict) ->
 def dragin_table7(options: RetrieverTableOptions) -> Table:
     datasets = ["2wikimultihopqa", "hotpotqa", "strategyqa"]
     runs = retriever_runs(options, datasets)
-    return Table(
-        "dragin-table7", f"DRAGIN Table 7 (retrievers, {options.paper_model} settings)", datasets, runs,
-        lambda ds: [replace(c, paper=None) for c in answer_columns(ds)], {}, f"{options.paper_model}, {PAPER_SETTING}",
-        scorer="dragin", paper_corpus=WIKIPEDIA_BM25,
-        notes=[published()["tables"]["dragin-table7"]["source"]],
-        remarks=["The paper's dense retriever is SGPT; here it is the packaged all-MiniLM-L6-v2 (`--retriever dense`), "
-                 "its vectors built over the same corpus on first use."],
-        after=lambda results: retriever_claims(runs, datasets, results),
+    return ablation_table(
+        "dragin-table7", "retrievers", options.paper_model, datasets, runs, answer_columns,
+        "The paper's dense retriever is SGPT; here it is the packaged all-MiniLM-L6-v2 (`--retriever dense`), its "
+        "vectors built over the same corpus on first use.",
+        lambda results: retriever_claims(runs, datasets, results),
     )

@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from dynrag.lm.base import Generation, require
 from dynrag.methods.base import Answer, MethodTraits
-from dynrag.methods.dragin.queries import QueryForm, query_of
+from dynrag.methods.query_forms import QueryForm, query_of
 from dynrag.methods.dragin.reference import reference_qfs_query, reference_word_scores
 from dynrag.methods.dragin.scoring import (
     authors_trigger,

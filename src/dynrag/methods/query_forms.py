@@ -1,4 +1,6 @@
-"""The queries DRAGIN's Table 6 puts in QFS's place once RIND has fired (pure functions on text).
+"""Ways to turn the moment retrieval fires into a query (pure functions on text): the forms DRAGIN's
+Table 6 puts in QFS's place once RIND has fired, and the last finished sentence its Table 4 gives
+every method (FLARE and FL-RAG take ``query=previous_sentence`` too).
 
 At the trigger the answer has been cut: ``answer_so_far`` is what was kept before the trigger
 (the paper variant cuts at the triggering word, the reference variant at the start of its

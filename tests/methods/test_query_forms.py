@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from dynrag.methods.dragin.queries import (
+from dynrag.methods.query_forms import (
     confident_sentence,
     full_context,
     last_words,
