@@ -148,13 +148,17 @@ def test_deeprag_table1_runs_the_checkpoints_against_cot_first(tmp_path):
     order = [(c["method"], c["model"]) for c, _, _ in built]
     assert order[0][0] == "direct"  # the baseline of every other row runs first
     assert ("deeprag", f"hf:{tmp_path / 'imi'}") in order and ("deeprag", f"hf:{tmp_path / 'coc'}") in order
-    assert len(built) == 7 and sorted(report["missing"]) == ["2wikimultihopqa", "musique", "popqa"]
+    # CoT, CoT-Retrieve, FLARE, DRAGIN, deeprag untrained, the two checkpoints and IterDRAG-style; never
+    # the six rows that need models of their own
+    assert len(built) == 8 and sorted(report["missing"]) == ["2wikimultihopqa", "musique", "popqa"]
+    assert ("deeprag", "always") in [(c["method"], c["options"].get("decision")) for c, _, _ in built]
     deeprag = report["results"][("hotpotqa", "deeprag")]
     # the fake retrieves for every question and CoT gets h1 right: one false negative, one true negative
     assert deeprag["knowledge_boundary"]["fn"] == 1 and deeprag["knowledge_boundary"]["tn"] == 1
     text = render(report)
     assert "| DeepRAG | 0.500 | 0.407 | +0.093 |" in text
     assert "| deeprag untrained (ours only) | 0.500 |" in text
+    assert "| UAR (a trained classifier): published only | – | 0.297 | – |" in text
 
 
 def test_deeprag_table3_shows_the_published_boundary_figures(tmp_path):

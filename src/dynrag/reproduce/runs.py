@@ -135,11 +135,12 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     bad = sorted(set(req.rows or []) - set(keys))
     if bad:
         raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
-    todo = [s for s in table.runs if s.dataset in found and (req.rows is None or s.key in req.rows)]
+    runnable = [s for s in table.runs if not s.published_only]
+    todo = [s for s in runnable if s.dataset in found and (req.rows is None or s.key in req.rows)]
     by_key = {(s.dataset, s.key): s for s in table.runs}
     wanted = {(s.dataset, s.baseline) for s in todo if s.baseline} | {(s.dataset, s.key) for s in todo}
     # a row's baseline runs before it, once
-    todo = [s for s in table.runs if (s.dataset, s.key) in wanted and s.dataset in found]
+    todo = [s for s in runnable if (s.dataset, s.key) in wanted and s.dataset in found]
     baselines = {s.baseline for s in table.runs if s.baseline}
     todo.sort(key=lambda s: s.key not in baselines)  # stable: table order otherwise
     for i, spec in enumerate(todo, 1):

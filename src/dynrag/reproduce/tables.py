@@ -34,6 +34,9 @@ class RunSpec:
     model: str | None = None  # None: the command's --model (DeepRAG's rows name their checkpoints)
     baseline: str | None = None  # the key of the row whose run is this run's --baseline (same dataset)
     reader: str | None = None  # the loader of the dataset's file when it is not `dataset` (e.g. jsonl)
+    # A row of the paper's that needs a model of its own (a trained classifier, a reasoning model):
+    # printed with its published cells, never run.
+    published_only: bool = False
 
 
 @dataclass(frozen=True)
