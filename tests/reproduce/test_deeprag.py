@@ -1,4 +1,4 @@
-"""`dynrag reproduce deeprag-table2|deeprag-figure5|deeprag-figure6`: which runs, which models, the table."""
+"""`dynrag reproduce deeprag-table2|deeprag-figure5|deeprag-figure6`: which runs, which models, the table and the figures' average rows."""
 
 import json
 from pathlib import Path
@@ -86,6 +86,9 @@ def test_figure5_compares_the_stage_one_checkpoints_of_each_selection(tmp_path):
         ("deeprag", specs["imi-random"], "generate")]
     text = render(report)
     assert "| most retrievals (max) | 0.500 |" in text and "EM paper" not in text
+    # the figure's bars: each row averaged over the datasets it ran on (only HotpotQA here)
+    assert "### Average over the datasets (what the figure plots)" in text
+    assert "| most retrievals (max) | hotpotqa | 0.500 |" in text
     # only the given checkpoints make rows
     only = reproduce(ReproduceRequest(table="deeprag-figure5", data={}, run=False, options={"max": specs["imi-max"]},
                                       out=tmp_path / "r2"), progress=False)
