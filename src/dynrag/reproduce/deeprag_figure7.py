@@ -17,6 +17,7 @@ from dynrag.reproduce.world_tests import verdict
 
 TOP = 6  # the last column counts this many or more
 DATASETS = ["hotpotqa", "2wikimultihopqa", "popqa", "musique"]
+DEEPRAG_ROWS = ("deeprag_untrained", "deeprag_imi", "deeprag")  # Table 1's row keys of the method
 
 
 def distribution(counts: list[int]) -> list[float]:
@@ -58,10 +59,10 @@ def figure_lines(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> li
 @TABLES.register("deeprag-figure7", DeepragTableOptions, "DeepRAG Figure 7: sub-questions and retrievals per question, as distributions")
 def deeprag_figure7(options: DeepragTableOptions) -> Table:
     # Table 1's deeprag rows, with their CoT baseline so a run shared with Table 1 keeps its settings
-    runs = [s for s in deeprag_runs(options, DATASETS) if s.method in ("deeprag", "direct")]
+    runs = [s for s in deeprag_runs(options, DATASETS) if s.key in (*DEEPRAG_ROWS, "cot")]
     columns = [Column("EM", "em", None), Column("F1", "f1", None),
                Column("retrievals/question", "retrievals_per_question", None, 2)]
-    shown = [s for s in runs if s.method == "deeprag"]
+    shown = [s for s in runs if s.key in DEEPRAG_ROWS]
     return Table(
         "deeprag-figure7", "DeepRAG Figure 7 (decomposition)", DATASETS, runs, lambda _: columns, {},
         "Llama-3-8B (as Table 1), BM25 over Wikipedia", paper_corpus=WIKIPEDIA_BM25,

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from dynrag.methods.registry import method_class
 from dynrag.registry import Options
 from dynrag.reproduce.claims import Claim, decide
 from dynrag.reproduce.dragin import PAPER_SETTING, PaperModel, answer_columns, dragin_runs, released
@@ -91,9 +92,10 @@ def timing_runs(options: TimingTableOptions, datasets: list[str]) -> list[RunSpe
     sentence (FS-RAG's query already is)."""
     runs = []
     for spec in dragin_runs(options.paper_model, datasets, ["fixed_length", "fixed_sentence", "flare", "dragin"]):
-        same = spec.method == "fixed_sentence"
-        runs.append(replace(spec, key=f"timing_{spec.key}", options=spec.options if same else
-                            {**spec.options, "query": "previous_sentence"}))
+        # FS-RAG has no query option: its query already is the sentence it just wrote
+        has_query = "query" in method_class(spec.method).Options.model_fields
+        runs.append(replace(spec, key=f"timing_{spec.key}", options={**spec.options, "query": "previous_sentence"}
+                            if has_query else spec.options))
     return runs
 
 
