@@ -95,3 +95,14 @@ def test_table4_gives_every_method_the_last_finished_sentence_as_its_query():
     assert hotpot["timing_dragin"].options["theta"] == 1.2  # Table 2's released value stays
     for run in table.runs:
         parse_options(run.method, run.options)
+
+
+def test_table2_decides_dragin_against_every_baseline(tmp_path):
+    from dynrag.reproduce.dragin import table2_claims
+
+    table = open_table("dragin-table2")
+    results = {("hotpotqa", r.key): summary_with(tmp_path, r.key, [{"id": i, "em": int(r.key == "dragin")}
+                                                                     for i in range(6)])
+               for r in table.runs if r.dataset == "hotpotqa"}
+    lines = [t for t in table2_claims(table.runs, results) if t.startswith("- hotpotqa")]
+    assert len(lines) == 5 and all("+1.000" in t and "p = 0.0312" in t and "**holds**" in t for t in lines)  # 2 / 2^6

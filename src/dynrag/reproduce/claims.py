@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from dynrag.reproduce.tables import records_of
 
 ALPHA = 0.05
 RESAMPLES = 9_999
@@ -61,3 +64,18 @@ def decide(claim: Claim, better: dict[str, float], worse: dict[str, float]) -> V
     else:
         verdict = "undetermined"
     return Verdict(claim, len(shared), difference, p, verdict)
+
+
+def question_scores(summary: dict[str, Any] | None, key: str) -> dict[str, float]:
+    """Question id -> figure ``key`` of a row's records ({} when the row was not run)."""
+    return {str(r["id"]): float(r.get(key) or 0.0) for r in records_of(summary) or []}
+
+
+def claim_line(claim: Claim, labels: dict[str, str], results: dict, dataset: str) -> str | None:
+    """The claim decided on the two rows' records on ``dataset`` (None when either was not run)."""
+    better, worse = (question_scores(results.get((dataset, k)), claim.metric) for k in (claim.better, claim.worse))
+    if not better or not worse:
+        return None
+    v = decide(claim, better, worse)
+    return (f"- {dataset}: {claim.text}: {labels[claim.better]} − {labels[claim.worse]} on {claim.metric} = "
+            f"{v.difference:+.3f}; paired permutation test, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.")

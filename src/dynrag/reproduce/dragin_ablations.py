@@ -9,15 +9,14 @@ the rows run at the released Table 2 settings of the chosen paper model (reprodu
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
 
 from pydantic import Field, field_validator
 
 from dynrag.methods.registry import method_class
 from dynrag.registry import Options
-from dynrag.reproduce.claims import Claim, decide
+from dynrag.reproduce.claims import Claim, claim_line, decide, question_scores
 from dynrag.reproduce.dragin import PAPER_SETTING, PaperModel, answer_columns, dragin_runs, released
 from dynrag.reproduce.tables import TABLES, WIKIPEDIA_BM25, Column, RunSpec, Table, published, records_of
 
@@ -50,20 +49,6 @@ class ThresholdSweepOptions(Options):
 
 class RetrieverTableOptions(Options):
     paper_model: PaperModel = Field("Llama2-13b-chat", description="whose released settings the rows start from")
-
-
-def question_scores(summary: dict[str, Any] | None, key: str) -> dict[str, float]:
-    """Question id -> figure ``key`` of a row's records ({} when the row was not run)."""
-    return {str(r["id"]): float(r.get(key) or 0.0) for r in records_of(summary) or []}
-
-
-def _claim_line(claim: Claim, labels: dict[str, str], results: dict, ds: str) -> str | None:
-    better, worse = (question_scores(results.get((ds, k)), claim.metric) for k in (claim.better, claim.worse))
-    if not better or not worse:
-        return None
-    v = decide(claim, better, worse)
-    return (f"- {ds}: {claim.text}: {labels[claim.better]} − {labels[claim.worse]} on {claim.metric} = "
-            f"{v.difference:+.3f}; paired permutation test, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.")
 
 
 def ablation_table(name: str, subtitle: str, paper_model: str, datasets: list[str], runs: list[RunSpec],
@@ -105,7 +90,7 @@ def timing_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> li
     for ds in datasets:
         for other in ("timing_fixed_length", "timing_fixed_sentence", "timing_flare"):
             claim = Claim("RIND's timing beats the other's", "timing_dragin", other, "em")
-            line = _claim_line(claim, labels, results, ds)
+            line = claim_line(claim, labels, results, ds)
             lines += [line] if line else []
     return ["", "Claims (the paper's: DRAGIN's timing best; paired tests on these questions):", "", *lines] if lines else []
 
@@ -203,7 +188,7 @@ def query_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> lis
     lines = []
     for ds in datasets:
         for better, worse in pairs:
-            line = _claim_line(Claim("the paper ranks the first above the second", better, worse, "em"), labels, results, ds)
+            line = claim_line(Claim("the paper ranks the first above the second", better, worse, "em"), labels, results, ds)
             lines += [line] if line else []
     return ["", "Claims (the paper's: QFS best, FLARE's form second; paired tests on these questions):", "",
             *lines] if lines else []
@@ -238,7 +223,7 @@ def retriever_claims(runs: list[RunSpec], datasets: list[str], results: dict) ->
     for ds in datasets:
         for method in ("flare", "dragin"):
             claim = Claim(f"BM25 at least matches the dense retriever ({method})", f"{method}_bm25", f"{method}_dense", "em")
-            line = _claim_line(claim, labels, results, ds)
+            line = claim_line(claim, labels, results, ds)
             lines += [line] if line else []
     return ["", "Claims (the paper's, tested on these questions; BM25 ahead holds it, dense ahead refutes it):", "",
             *lines] if lines else []
