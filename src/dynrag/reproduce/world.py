@@ -65,6 +65,7 @@ COLUMNS = [
     Column("hop precision", f"{RD}.per_hop.precision", None),
     Column("hop recall", f"{RD}.per_hop.recall", None),
     Column("hop MCC", f"{RD}.per_hop.mcc", None),
+    Column("s/question", "seconds_per_question", None, 2),  # what each row cost, on this machine
 ]
 GROUPS = [("hops_1", "1 hop"), ("hops_2", "2 hops"), ("hops_3", "3 hops"), ("all_known", "all known"),
           ("needs_retrieval", "needs retrieval")]
