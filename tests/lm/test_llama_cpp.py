@@ -147,3 +147,12 @@ def test_dragin_on_llama_cpp_retrieves_where_it_does_on_transformers(smollm2, tm
     # the quantised weights, the attention from the float32 copy)
     assert fast[0].reason.split(" at ")[1] == reference[0].reason.split(" at ")[1]
     assert "Essenford" in answers["llama.cpp"].final_answer
+
+
+@pytest.mark.slow
+def test_token_helpers_need_no_transformers_copy():
+    lm = load_lm("bundled:smollm2?backend=llama.cpp", progress=False)
+    ids = lm.encode("The capital of France is Paris.")
+    assert lm.decode(ids) == "The capital of France is Paris."
+    assert "".join(lm.raw_tokens(ids)) == "The capital of France is Paris."
+    assert lm._reader is None  # cutting a query to its last tokens loads nothing more

@@ -113,19 +113,20 @@ class LlamaCppLM(WithoutOptionalCapabilities):
             self._reader = self._load_reader()
         return self._reader
 
-    # The reference DRAGIN variant's extra pass and its token helpers run on the transformers copy,
-    # whose vocabulary is the GGUF file's.
+    # The reference DRAGIN variant's extra pass runs on the transformers copy, whose vocabulary is the
+    # GGUF file's; the token helpers need no copy (cutting a query to its last tokens loads nothing).
     def attention_pass(self, token_ids: list[int], per_head: bool = False, bos: bool = True) -> np.ndarray:
         return self.attention_reader().attention_pass(token_ids, per_head=per_head, bos=bos)
 
     def encode(self, text: str, special_tokens: bool = False) -> list[int]:
-        return self.attention_reader().encode(text, special_tokens)
+        return self.tokenize(text, bos=special_tokens and self._bos)
 
     def decode(self, token_ids: Sequence[int]) -> str:
-        return self.attention_reader().decode(token_ids)
+        return bytes(self.llama.detokenize(list(token_ids))).decode("utf-8", errors="ignore")
 
     def raw_tokens(self, token_ids: Sequence[int]) -> list[str]:
-        return self.attention_reader().raw_tokens(token_ids)
+        """Each token's text (a leading space starts a word), which word merging understands."""
+        return [self.token_bytes(t).decode("utf-8", errors="replace") for t in token_ids]
 
     # -- tokens ----------------------------------------------------------------------------
 
