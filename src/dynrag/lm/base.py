@@ -50,6 +50,10 @@ class Prompt:
         return prompt if isinstance(prompt, Prompt) else cls().add("prompt", prompt)
 
 
+# A prompt as a backend tokenized it: token ids, the (start, end) char span of each in the prompt
+# text, and the text each token spells.
+PromptTokens = tuple[list[int], list[tuple[int, int]], list[str]]
+
 # eos: end-of-sequence token; stop: a `stop` string (cut off); stop_after: a `stop_after` string
 # (kept); callback: `stop_when` said so; length: the token limit.
 StopReason = Literal["eos", "stop", "stop_after", "callback", "length"]

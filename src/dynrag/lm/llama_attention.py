@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 import numpy as np
 import torch
 
-from dynrag.lm.base import Generation, Prompt
+from dynrag.lm.base import Generation, Prompt, PromptTokens
 from dynrag.lm.stopping import DecodeState, StopWhen
 
 if TYPE_CHECKING:
@@ -37,13 +37,10 @@ SENTENCE_MARKS = (".", "?", "!", "\n")
 
 
 class TokenDecoder(Protocol):
-    """What decodes the tokens (lm/llama_cpp.py's LlamaCppLM): its prompt tokens, and generation."""
+    """What decodes the tokens (lm/llama_cpp.py's LlamaCppLM), from a prompt it has tokenized."""
 
-    def prompt_tokens(self, prompt: Prompt) -> tuple[list[int], list[tuple[int, int]], list[str]]: ...
-
-    def generate(self, prompt: str | Prompt, max_new_tokens: int, stop: Sequence[str] = (),
-                 capture_attention: bool = False, stop_after: Sequence[str] = (),
-                 stop_when: StopWhen | None = None) -> Generation: ...
+    def decode_from(self, prompt: Prompt, tokens: PromptTokens, max_new_tokens: int, stop: Sequence[str] = (),
+                    stop_after: Sequence[str] = (), stop_when: StopWhen | None = None) -> Generation: ...
 
 
 class AttentionFollower:
@@ -54,7 +51,6 @@ class AttentionFollower:
                  offsets: list[tuple[int, int]]):
         self.reader = reader
         self.fed = list(prompt_ids)
-        self.prompt_length = len(prompt_ids)
         with torch.inference_mode():
             self.cache, _ = reader.prefill(prompt, prompt_ids, offsets)
         self.rows: list[np.ndarray] = []
@@ -113,7 +109,8 @@ def truncated(gen: Generation, keep: int) -> Generation:
 def generate_with_attention(
     decoder: TokenDecoder,
     reader: "HFLanguageModel",
-    prompt: str | Prompt,
+    prompt: Prompt,
+    tokens: PromptTokens,
     max_new_tokens: int,
     stop: Sequence[str] = (),
     stop_after: Sequence[str] = (),
@@ -121,21 +118,18 @@ def generate_with_attention(
 ) -> Generation:
     """Decode with llama.cpp and give the generation the attention rows transformers computes
     for its tokens (``Generation.attention``), honouring ``stop_when`` as transformers would."""
-    prompt = Prompt.of(prompt)
-    prompt_ids, offsets, _ = decoder.prompt_tokens(prompt)
+    prompt_ids, offsets, _ = tokens
     follower = AttentionFollower(reader, prompt, prompt_ids, offsets)
     watch = BlockWatch(follower, stop_when) if stop_when is not None else None
-    gen = decoder.generate(prompt, max_new_tokens, stop, stop_after=stop_after, stop_when=watch)
-    if watch is not None and watch.fired_at is None and gen.stop_reason != "callback":
-        # the last block ended by itself (end of text, a stop string, the token limit): replay it too
-        state = DecodeState(len(prompt_ids), gen.token_ids, gen.pieces, list(gen.logprobs), list(gen.entropies),
-                            [], gen.raw_tokens)
-        watch.replay(state, len(gen.token_ids))
-    if watch is not None and watch.fired_at is not None and watch.fired_at < len(gen.token_ids):
-        gen = truncated(gen, watch.fired_at)
-    elif watch is not None and watch.fired_at is not None:
-        gen = replace(gen, stop_reason="callback")
+    gen = decoder.decode_from(prompt, tokens, max_new_tokens, stop, stop_after, watch)
+    if watch is not None:
+        if watch.fired_at is None:
+            # the last block ended by itself (end of text, a stop string, the token limit): replay it too
+            state = DecodeState(len(prompt_ids), gen.token_ids, gen.pieces, list(gen.logprobs), list(gen.entropies),
+                                [], gen.raw_tokens)
+            watch.replay(state, len(gen.token_ids))
+        if watch.fired_at is not None:
+            gen = truncated(gen, watch.fired_at)
     rows = follower.extend(gen.token_ids)
     follower.close()
     return replace(gen, attention=rows[: len(gen.token_ids)])
-

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from dynrag.errors import DynragError
-from dynrag.lm.base import Capabilities, Generation, PrefillCounts, Prompt, WithoutOptionalCapabilities
+from dynrag.lm.base import Capabilities, Generation, PrefillCounts, Prompt, PromptTokens, WithoutOptionalCapabilities
 from dynrag.lm.chat import PromptStyle, choose_style, frame_from, jinja_renderer
 from dynrag.lm.spec import ModelSpec
 from dynrag.lm.stopping import DecodeState, StopWhen, check_stops
@@ -190,13 +190,26 @@ class LlamaCppLM(WithoutOptionalCapabilities):
         stop_after: Sequence[str] = (),
         stop_when: StopWhen | None = None,
     ) -> Generation:
+        prompt = Prompt.of(prompt)
+        tokens = self.prompt_tokens(prompt)
         if capture_attention:
             from dynrag.lm.llama_attention import generate_with_attention
 
-            return generate_with_attention(self, self.attention_reader(), prompt, max_new_tokens, stop, stop_after,
-                                           stop_when)
-        prompt = Prompt.of(prompt)
-        prompt_ids, offsets, raw = self.prompt_tokens(prompt)
+            return generate_with_attention(self, self.attention_reader(), prompt, tokens, max_new_tokens, stop,
+                                           stop_after, stop_when)
+        return self.decode_from(prompt, tokens, max_new_tokens, stop, stop_after, stop_when)
+
+    def decode_from(
+        self,
+        prompt: Prompt,
+        tokens: PromptTokens,
+        max_new_tokens: int,
+        stop: Sequence[str] = (),
+        stop_after: Sequence[str] = (),
+        stop_when: StopWhen | None = None,
+    ) -> Generation:
+        """Greedy decoding after ``prompt``, whose ``prompt_tokens`` are ``tokens``."""
+        prompt_ids, offsets, raw = tokens
         if len(prompt_ids) + max_new_tokens > self.context_window:
             raise DynragError(
                 f"model {self.name!r}: a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new ones "
@@ -245,7 +258,7 @@ class LlamaCppLM(WithoutOptionalCapabilities):
             decoded_tokens=decoded,
         )
 
-    def prompt_tokens(self, prompt: Prompt) -> tuple[list[int], list[tuple[int, int]], list[str]]:
+    def prompt_tokens(self, prompt: Prompt) -> PromptTokens:
         """(ids, char span of each in the prompt text, text each spells) of ``prompt``."""
         ids = self.tokenize(prompt.text, bos=self._bos)
         # Chat markers are written out in the prompt text, so they spell their text here; the BOS
