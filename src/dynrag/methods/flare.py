@@ -18,7 +18,7 @@ from pydantic import Field
 from dynrag.lm.base import Generation, require
 from dynrag.methods.base import Answer, Retrieval, Step, Trace
 from dynrag.methods.iterative import SENTENCE_ENDS, IterativeMethod, IterativeOptions, LoopState
-from dynrag.methods.query_forms import previous_sentence
+from dynrag.methods.query_forms import masked_query, previous_sentence
 from dynrag.retrieval.base import Hit
 from dynrag.text.words import merge_words
 
@@ -41,11 +41,6 @@ class FlareOptions(IterativeOptions):
     )
     max_sentence_tokens: int = Field(48, ge=4, description="longest sentence decoded in one step")
     question_tokens: int = Field(24, ge=4, description="longest generated question (query=questions)")
-
-
-def masked_query(pieces: list[str], probabilities: np.ndarray, beta: float) -> str:
-    """The sentence with its tokens below ``beta`` removed (FLARE's implicit, masked query)."""
-    return "".join(p for p, prob in zip(pieces, probabilities) if prob >= beta).strip()
 
 
 def uncertain_spans(raw_tokens: list[str], pieces: list[str], probabilities: np.ndarray, beta: float) -> list[str]:

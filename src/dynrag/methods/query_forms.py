@@ -43,10 +43,14 @@ def last_words(question: str, answer_so_far: str, n: int) -> str:
     return " ".join(words)
 
 
+def masked_query(pieces: Sequence[str], probabilities: Sequence[float], beta: float) -> str:
+    """The sentence with its tokens below ``beta`` removed (FLARE's implicit, masked query)."""
+    return "".join(p for p, prob in zip(pieces, probabilities) if prob >= beta).strip()
+
+
 def confident_sentence(pieces: Sequence[str], logprobs: Sequence[float], min_prob: float, question: str) -> str:
-    """The sentence's text without the tokens whose probability is below ``min_prob``."""
-    kept = "".join(p for p, lp in zip(pieces, logprobs) if math.exp(lp) >= min_prob)
-    return " ".join(kept.split()) or question.strip()
+    """FLARE's masked query of the sentence, its tokens below ``min_prob`` left out."""
+    return masked_query(pieces, [math.exp(lp) for lp in logprobs], min_prob) or question.strip()
 
 
 def full_context(question: str, written: str) -> str:
