@@ -40,6 +40,12 @@ def summary_with(tmp_path, name, records):
     return {"run_dir": str(folder)}
 
 
+def only_one_row_right(tmp_path, table, winner, n):
+    """Every HotpotQA row of ``table`` run on ``n`` questions, only row ``winner`` answering them right."""
+    return {("hotpotqa", r.key): summary_with(tmp_path, r.key, [{"id": i, "em": int(r.key == winner)} for i in range(n)])
+            for r in table.runs if r.dataset == "hotpotqa"}
+
+
 def test_sweep_claims_test_the_widest_gap_and_the_trend(tmp_path):
     table = open_table("dragin-table5", {"thetas": "0.6,1.4"})
     low, high = table.runs
@@ -77,9 +83,7 @@ def test_table6_claims_put_qfs_against_every_other_form(tmp_path):
     from dynrag.reproduce.dragin_ablations import query_claims
 
     table = open_table("dragin-table6")
-    results = {("hotpotqa", r.key): summary_with(tmp_path, r.key, [{"id": i, "em": int(r.key == "query_qfs")}
-                                                                     for i in range(5)])
-               for r in table.runs if r.dataset == "hotpotqa"}
+    results = only_one_row_right(tmp_path, table, "query_qfs", 5)
     lines = [t for t in query_claims(table.runs, ["hotpotqa"], results) if t.startswith("- hotpotqa")]
     assert len(lines) == 6  # QFS against four forms, FLARE's against two
     assert sum("DRAGIN's QFS −" in t and "+1.000" in t and "p = 0.0625" in t for t in lines) == 4  # 2 / 2^5
@@ -101,8 +105,6 @@ def test_table2_decides_dragin_against_every_baseline(tmp_path):
     from dynrag.reproduce.dragin import table2_claims
 
     table = open_table("dragin-table2")
-    results = {("hotpotqa", r.key): summary_with(tmp_path, r.key, [{"id": i, "em": int(r.key == "dragin")}
-                                                                     for i in range(6)])
-               for r in table.runs if r.dataset == "hotpotqa"}
+    results = only_one_row_right(tmp_path, table, "dragin", 6)
     lines = [t for t in table2_claims(table.runs, results) if t.startswith("- hotpotqa")]
     assert len(lines) == 5 and all("+1.000" in t and "p = 0.0312" in t and "**holds**" in t for t in lines)  # 2 / 2^6

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dynrag.reproduce.tables import records_of
+from dynrag.reproduce.tables import RunSpec, records_of
 
 ALPHA = 0.05
 RESAMPLES = 9_999
@@ -79,3 +79,11 @@ def claim_line(claim: Claim, labels: dict[str, str], results: dict, dataset: str
     v = decide(claim, better, worse)
     return (f"- {dataset}: {claim.text}: {labels[claim.better]} − {labels[claim.worse]} on {claim.metric} = "
             f"{v.difference:+.3f}; paired permutation test, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.")
+
+
+def tested_claims(heading: str, claims: Sequence[Claim], runs: Sequence[RunSpec], datasets: Sequence[str],
+                  results: dict) -> list[str]:
+    """Under ``heading``, each claim decided on each dataset where both its rows ran; [] when none did."""
+    labels = {s.key: s.label for s in runs}
+    lines = [line for ds in datasets for claim in claims if (line := claim_line(claim, labels, results, ds))]
+    return ["", heading, "", *lines] if lines else []

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from dynrag.datasets.formats import dataset_spec
 from dynrag.registry import Options
-from dynrag.reproduce.claims import Claim, claim_line
+from dynrag.reproduce.claims import Claim, tested_claims
 from dynrag.reproduce.tables import TABLES, WIKIPEDIA_BM25, Column, RunSpec, Table, paper_cells, published
 
 # Run options every interleaving method gets here: the authors' loops have no retrieval or step cap
@@ -75,13 +75,10 @@ PAPER_SETTING = "first 1,000 dev questions, BM25 over Wikipedia (100-word passag
 def table2_claims(runs: list[RunSpec], results: dict) -> list[str]:
     """The paper's reading of Table 2: DRAGIN above every baseline, per dataset (paired permutation on
     each question's EM, or accuracy on StrategyQA, as the records hold it)."""
-    labels = {s.key: s.label for s in runs}
-    lines = []
-    for ds in dict.fromkeys(s.dataset for s in runs):
-        for other in ("direct", "single", "fixed_length", "fixed_sentence", "flare"):
-            line = claim_line(Claim("DRAGIN above the baseline", "dragin", other, "em"), labels, results, ds)
-            lines += [line] if line else []
-    return ["", "Claims (the paper's: DRAGIN best; paired tests on these questions):", "", *lines] if lines else []
+    claims = [Claim("DRAGIN above the baseline", "dragin", other, "em")
+              for other in ("direct", "single", "fixed_length", "fixed_sentence", "flare")]
+    return tested_claims("Claims (the paper's: DRAGIN best; paired tests on these questions):", claims, runs,
+                         list(dict.fromkeys(s.dataset for s in runs)), results)
 
 
 @TABLES.register("dragin-table2", DraginTableOptions, "DRAGIN Table 2: EM/F1 (StrategyQA accuracy) of six methods on four datasets")

@@ -15,10 +15,10 @@ from dataclasses import replace
 from pydantic import Field, field_validator
 
 from dynrag.methods.registry import method_class
-from dynrag.registry import Options
-from dynrag.reproduce.claims import Claim, claim_line, decide, question_scores
-from dynrag.reproduce.dragin import PAPER_SETTING, PaperModel, answer_columns, dragin_runs, released
+from dynrag.reproduce.claims import Claim, decide, tested_claims
+from dynrag.reproduce.dragin import PAPER_SETTING, DraginTableOptions, answer_columns, dragin_runs, released
 from dynrag.reproduce.tables import TABLES, WIKIPEDIA_BM25, Column, RunSpec, Table, published, records_of
+from dynrag.reproduce.world_tests import verdict
 
 # The reference variant's weights average 1 within a sentence; the released thresholds run from 0.6
 # to 1.5 by model and dataset, so the sweep spans them.
@@ -27,8 +27,7 @@ SWEEP_DATASET = "hotpotqa"
 RETRIEVERS = (("bm25", "BM25"), ("dense", "dense (packaged MiniLM)"))
 
 
-class ThresholdSweepOptions(Options):
-    paper_model: PaperModel = Field("Llama2-13b-chat", description="whose released settings the rows start from")
+class ThresholdSweepOptions(DraginTableOptions):
     thetas: str = Field(",".join(str(t) for t in DEFAULT_THETAS), description="comma-separated θ values, one row each")
 
     @field_validator("thetas")
@@ -46,9 +45,6 @@ class ThresholdSweepOptions(Options):
     def values(self) -> list[float]:
         return [float(v) for v in self.thetas.split(",")]
 
-
-class RetrieverTableOptions(Options):
-    paper_model: PaperModel = Field("Llama2-13b-chat", description="whose released settings the rows start from")
 
 
 def ablation_table(name: str, subtitle: str, paper_model: str, datasets: list[str], runs: list[RunSpec],
@@ -68,11 +64,8 @@ def ablation_table(name: str, subtitle: str, paper_model: str, datasets: list[st
 TIMING_DATASETS = ["hotpotqa", "2wikimultihopqa"]  # the paper ran IIRC, which is not among our data
 
 
-class TimingTableOptions(Options):
-    paper_model: PaperModel = Field("Llama2-13b-chat", description="whose released settings the rows start from")
 
-
-def timing_runs(options: TimingTableOptions, datasets: list[str]) -> list[RunSpec]:
+def timing_runs(options: DraginTableOptions, datasets: list[str]) -> list[RunSpec]:
     """Table 2's FL-RAG, FS-RAG, FLARE and DRAGIN rows, each searching with the last finished
     sentence (FS-RAG's query already is)."""
     runs = []
@@ -85,18 +78,14 @@ def timing_runs(options: TimingTableOptions, datasets: list[str]) -> list[RunSpe
 
 
 def timing_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> list[str]:
-    labels = {s.key: s.label for s in runs}
-    lines = []
-    for ds in datasets:
-        for other in ("timing_fixed_length", "timing_fixed_sentence", "timing_flare"):
-            claim = Claim("RIND's timing beats the other's", "timing_dragin", other, "em")
-            line = claim_line(claim, labels, results, ds)
-            lines += [line] if line else []
-    return ["", "Claims (the paper's: DRAGIN's timing best; paired tests on these questions):", "", *lines] if lines else []
+    claims = [Claim("RIND's timing beats the other's", "timing_dragin", other, "em")
+              for other in ("timing_fixed_length", "timing_fixed_sentence", "timing_flare")]
+    return tested_claims("Claims (the paper's: DRAGIN's timing best; paired tests on these questions):", claims, runs,
+                         datasets, results)
 
 
-@TABLES.register("dragin-table4", TimingTableOptions, "DRAGIN Table 4: when to retrieve, every method searching with the last finished sentence")
-def dragin_table4(options: TimingTableOptions) -> Table:
+@TABLES.register("dragin-table4", DraginTableOptions, "DRAGIN Table 4: when to retrieve, every method searching with the last finished sentence")
+def dragin_table4(options: DraginTableOptions) -> Table:
     runs = timing_runs(options, TIMING_DATASETS)
     return ablation_table(
         "dragin-table4", "retrieval timing", options.paper_model, TIMING_DATASETS, runs, answer_columns,
@@ -119,12 +108,12 @@ def sweep_claims(runs: list[RunSpec], results: dict) -> list[str]:
     """The paper's two readings of Table 5: EM barely moves with θ, and retrievals fall as θ rises."""
     from scipy.stats import spearmanr
 
-    done = [(s, results.get((SWEEP_DATASET, s.key))) for s in runs]
-    done = [(s, r) for s, r in done if r]
+    done = [(s, records_of(results.get((SWEEP_DATASET, s.key)))) for s in runs]
+    done = [(s, records) for s, records in done if records]  # each row's records, read once
     if len(done) < 2:
         return []
-    ems = {s.key: question_scores(r, "em") for s, r in done}
-    mean = {k: sum(v.values()) / len(v) for k, v in ems.items() if v}
+    ems = {s.key: {str(r["id"]): float(r.get("em") or 0.0) for r in records} for s, records in done}
+    mean = {k: sum(v.values()) / len(v) for k, v in ems.items()}
     best, worst = max(mean, key=mean.get), min(mean, key=mean.get)
     labels = {s.key: s.label for s in runs}
     lines = ["", "Claims (the paper's, tested on these questions):", ""]
@@ -133,15 +122,11 @@ def sweep_claims(runs: list[RunSpec], results: dict) -> list[str]:
     lines.append(f"- EM is insensitive to θ: the widest gap, {labels[best]} − {labels[worst]} = {gap.difference:+.3f} "
                  f"EM; paired permutation test, n = {gap.n}, p = {gap.p:.3g}: **{stable}** (a significant gap "
                  "would refute it; no gap cannot prove it).")
-    thetas, counts = [], []
-    for spec, summary in done:
-        for record in records_of(summary) or []:
-            thetas.append(float(spec.options["theta"]))
-            counts.append(float(record.get("retrievals") or 0))
+    thetas = [float(spec.options["theta"]) for spec, records in done for _ in records]
+    counts = [float(r.get("retrievals") or 0) for _, records in done for r in records]
     rho, p = spearmanr(thetas, counts)
-    verdict = "holds" if p < 0.05 and rho < 0 else "does not hold" if p < 0.05 else "undetermined"
     lines.append(f"- Retrievals fall as θ rises: Spearman ρ = {rho:+.3f} between θ and each question's retrievals "
-                 f"(n = {len(counts)}), p = {p:.3g}: **{verdict}**.")
+                 f"(n = {len(counts)}), p = {p:.3g}: **{verdict(-rho, p)}**.")
     return lines
 
 
@@ -165,11 +150,8 @@ QUERY_ROWS = (("qfs", "DRAGIN's QFS"), ("confident_sentence", "FLARE's: the sent
               ("full_context", "the full context"))
 
 
-class QueryTableOptions(Options):
-    paper_model: PaperModel = Field("Llama2-13b-chat", description="whose released settings the rows start from")
 
-
-def query_runs(options: QueryTableOptions, datasets: list[str]) -> list[RunSpec]:
+def query_runs(options: DraginTableOptions, datasets: list[str]) -> list[RunSpec]:
     runs = []
     for spec in dragin_runs(options.paper_model, datasets, ["dragin"]):
         # FLARE's own cut-off on this dataset (released as h on 1 - p), so its row masks as FLARE does
@@ -182,20 +164,15 @@ def query_runs(options: QueryTableOptions, datasets: list[str]) -> list[RunSpec]
 
 
 def query_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> list[str]:
-    labels = {s.key: s.label for s in runs}
     pairs = [("query_qfs", f"query_{other}") for other, _ in QUERY_ROWS[1:]]
     pairs += [("query_confident_sentence", "query_last_words"), ("query_confident_sentence", "query_previous_sentence")]
-    lines = []
-    for ds in datasets:
-        for better, worse in pairs:
-            line = claim_line(Claim("the paper ranks the first above the second", better, worse, "em"), labels, results, ds)
-            lines += [line] if line else []
-    return ["", "Claims (the paper's: QFS best, FLARE's form second; paired tests on these questions):", "",
-            *lines] if lines else []
+    claims = [Claim("the paper ranks the first above the second", better, worse, "em") for better, worse in pairs]
+    return tested_claims("Claims (the paper's: QFS best, FLARE's form second; paired tests on these questions):",
+                         claims, runs, datasets, results)
 
 
-@TABLES.register("dragin-table6", QueryTableOptions, "DRAGIN Table 6: what is searched for once RIND fires (QFS against the other methods' queries)")
-def dragin_table6(options: QueryTableOptions) -> Table:
+@TABLES.register("dragin-table6", DraginTableOptions, "DRAGIN Table 6: what is searched for once RIND fires (QFS against the other methods' queries)")
+def dragin_table6(options: DraginTableOptions) -> Table:
     datasets = ["2wikimultihopqa", "hotpotqa", "strategyqa"]
     runs = query_runs(options, datasets)
     return ablation_table(
@@ -209,7 +186,7 @@ def dragin_table6(options: QueryTableOptions) -> Table:
 # ---- Table 7: BM25 against a dense retriever ---------------------------------------------------
 
 
-def retriever_runs(options: RetrieverTableOptions, datasets: list[str]) -> list[RunSpec]:
+def retriever_runs(options: DraginTableOptions, datasets: list[str]) -> list[RunSpec]:
     runs = []
     for spec in dragin_runs(options.paper_model, datasets, ["flare", "dragin"]):
         for retriever, name in RETRIEVERS:
@@ -218,19 +195,14 @@ def retriever_runs(options: RetrieverTableOptions, datasets: list[str]) -> list[
 
 
 def retriever_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> list[str]:
-    labels = {s.key: s.label for s in runs}
-    lines = []
-    for ds in datasets:
-        for method in ("flare", "dragin"):
-            claim = Claim(f"BM25 at least matches the dense retriever ({method})", f"{method}_bm25", f"{method}_dense", "em")
-            line = claim_line(claim, labels, results, ds)
-            lines += [line] if line else []
-    return ["", "Claims (the paper's, tested on these questions; BM25 ahead holds it, dense ahead refutes it):", "",
-            *lines] if lines else []
+    claims = [Claim(f"BM25 at least matches the dense retriever ({method})", f"{method}_bm25", f"{method}_dense", "em")
+              for method in ("flare", "dragin")]
+    return tested_claims("Claims (the paper's, tested on these questions; BM25 ahead holds it, dense ahead refutes it):",
+                         claims, runs, datasets, results)
 
 
-@TABLES.register("dragin-table7", RetrieverTableOptions, "DRAGIN Table 7: BM25 against a dense retriever, FLARE and DRAGIN")
-def dragin_table7(options: RetrieverTableOptions) -> Table:
+@TABLES.register("dragin-table7", DraginTableOptions, "DRAGIN Table 7: BM25 against a dense retriever, FLARE and DRAGIN")
+def dragin_table7(options: DraginTableOptions) -> Table:
     datasets = ["2wikimultihopqa", "hotpotqa", "strategyqa"]
     runs = retriever_runs(options, datasets)
     return ablation_table(
