@@ -146,23 +146,21 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     for i, spec in enumerate(todo, 1):
         out = run_dir(req, spec)
         console.print(f"[bold]run {i}/{len(todo)}[/bold] {spec.dataset} {spec.label}: {out}")
-        if not req.run:
-            results[(spec.dataset, spec.key)] = _existing_summary(out)
-            continue
-        flags = dict(
-            dataset=spec.reader or spec.dataset, data=found[spec.dataset], method=spec.method, out=out, corpus=req.corpus,
-            limit=req.limit, model=spec.model or req.model, options=dict(spec.options),
-            retriever=spec.retriever or req.retriever, scorer=table.scorer, workers=1,
-            batch=req.batch if req.batch > 1 and method_factory is None else None,
-            baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,
-        )
-        plan = make_plan(load_run_config(None, flags, retriever_pairs=list(req.retriever_options)), command="eval")
-        results[(spec.dataset, spec.key)] = run_eval(
-            plan, method_factory=method_factory, console=console, progress=progress
-        )
-    for spec in todo:  # where each row's per-question records are, for tables that test claims on them
-        if results.get((spec.dataset, spec.key)) is not None:
-            results[(spec.dataset, spec.key)]["run_dir"] = str(run_dir(req, spec))
+        if req.run:
+            flags = dict(
+                dataset=spec.reader or spec.dataset, data=found[spec.dataset], method=spec.method, out=out,
+                corpus=req.corpus, limit=req.limit, model=spec.model or req.model, options=dict(spec.options),
+                retriever=spec.retriever or req.retriever, scorer=table.scorer, workers=1,
+                batch=req.batch if req.batch > 1 and method_factory is None else None,
+                baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,
+            )
+            plan = make_plan(load_run_config(None, flags, retriever_pairs=list(req.retriever_options)), command="eval")
+            summary = run_eval(plan, method_factory=method_factory, console=console, progress=progress)
+        else:
+            summary = _existing_summary(out)
+        if summary is not None:
+            summary["run_dir"] = str(out)  # where its per-question records are, for tables that test claims on them
+        results[(spec.dataset, spec.key)] = summary
     shown = [ds for ds in table.datasets if ds in found or ds in missing]
     return {"table": table, "results": results, "missing": missing, "request": req, "datasets": shown,
             "tuned": tunes}

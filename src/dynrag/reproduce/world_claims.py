@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dynrag.datasets.boundary import confusion
 from dynrag.datasets.world_hops import names_unknown_entity
 import numpy as np
 
@@ -176,13 +177,10 @@ def decisions_pick_unknown_hops(rows: Rows) -> list[str]:
             if not retrieved:
                 lines.append(f"- (iv) {name}'s decisions on {scope}: no sub-question matched to a probed hop.")
                 continue
-            tp = sum(a and b for a, b in zip(retrieved, unknown))
-            fp = sum(a and not b for a, b in zip(retrieved, unknown))
-            fn = sum(b and not a for a, b in zip(retrieved, unknown))
-            tn = len(retrieved) - tp - fp - fn
+            c = confusion(retrieved, unknown)  # positive: retrieved / this hop unknown
             lines.append(line(f"(iv) {name} retrieves for unknown hops and answers known ones ({scope})",
-                              f"hop MCC {_mcc_text(retrieved, unknown)}, table TP {tp} FP {fp} FN {fn} TN {tn}",
-                              fisher_association(tp, fp, fn, tn)))
+                              f"hop MCC {_mcc_text(retrieved, unknown)}, table TP {c.tp} FP {c.fp} FN {c.fn} TN {c.tn}",
+                              fisher_association(c.tp, c.fp, c.fn, c.tn)))
     return lines or ["- (iv) DeepRAG's decisions: no deeprag row was run."]
 
 
