@@ -62,6 +62,12 @@ def paired(a: Records, b: Records, keep: Callable[[Mapping[str, Any]], bool]) ->
     return [(r, by_id[r["id"]]) for r in a if r["id"] in by_id and keep(r)]
 
 
+def em_comparison(pairs: list[tuple[Mapping, Mapping]]) -> tuple[Tested, str]:
+    """McNemar on the paired right/wrong answers (first row against second), and both EMs as text."""
+    a, b = [is_right(x) for x, _ in pairs], [is_right(y) for _, y in pairs]
+    return mcnemar(a, b), f"EM {sum(a) / len(a):.3f} vs {sum(b) / len(b):.3f}"
+
+
 def retrieval_follows_knowledge(rows: Rows) -> list[str]:
     """(i) DRAGIN and FLARE retrieve less where the model knows: all-known against needs-retrieval
     questions with the same number of hops (hop count and knowledge not mixed up)."""
@@ -99,11 +105,8 @@ def dragin_beats_single(rows: Rows) -> list[str]:
         pairs = paired(rows[key], single, lambda r: hop_count(r) >= 2)
         if not pairs:
             continue
-        tested = mcnemar([is_right(a) for a, _ in pairs], [is_right(b) for _, b in pairs])
-        em_a = sum(is_right(a) for a, _ in pairs) / len(pairs)
-        em_b = sum(is_right(b) for _, b in pairs) / len(pairs)
-        lines.append(line(f"(ii) {name} answers more multi-hop questions than single retrieval",
-                          f"EM {em_a:.3f} vs {em_b:.3f}", tested))
+        tested, figures = em_comparison(pairs)
+        lines.append(line(f"(ii) {name} answers more multi-hop questions than single retrieval", figures, tested))
     return lines or ["- (ii) DRAGIN against single retrieval on multi-hop questions: a row was not run."]
 
 
@@ -117,7 +120,7 @@ def stage_two_retrieves_less(rows: Rows) -> list[str]:
         return [f"- {text}: not run (give --option imitation=CKPT and --option calibration=CKPT)."]
     pairs = paired(two, one, lambda r: True)
     fewer = paired_lower([float(a["retrievals"]) for a, _ in pairs], [float(b["retrievals"]) for _, b in pairs])
-    better = mcnemar([is_right(a) for a, _ in pairs], [is_right(b) for _, b in pairs])
+    better, _ = em_comparison(pairs)
     both = combined(fewer.verdict, better.verdict)
     lines = [line(text, f"{sum(a['retrievals'] for a, _ in pairs) / len(pairs):.2f} vs "
                         f"{sum(b['retrievals'] for _, b in pairs) / len(pairs):.2f} retrievals/question", fewer),
@@ -192,10 +195,9 @@ def needless_retrieval_hurts(rows: Rows) -> list[str]:
     pairs = paired(direct, single, lambda r: r.get("needs_retrieval") is False)
     if not pairs:
         return ["- Needless retrieval hurts: no all-known question."]
-    tested = mcnemar([is_right(a) for a, _ in pairs], [is_right(b) for _, b in pairs])
+    tested, figures = em_comparison(pairs)
     return [line("Needless retrieval hurts: closed book beats single retrieval on questions the model knows",
-                 f"EM {sum(is_right(a) for a, _ in pairs) / len(pairs):.3f} vs "
-                 f"{sum(is_right(b) for _, b in pairs) / len(pairs):.3f}", tested)]
+                 figures, tested)]
 
 
 def fewer_retrievals_when_right(rows: Rows) -> list[str]:
