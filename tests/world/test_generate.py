@@ -15,6 +15,7 @@ from dynrag.errors import DataError
 from dynrag.world.entities import Fact, WorldOptions, generate
 from dynrag.world.knowledge import Knowledge, needs_retrieval, verdict
 from dynrag.world.make import make_world, read_manifest, sha256
+from dynrag.world.bank import RELATIONS
 from dynrag.world.questions import phrase_chain
 
 from tests.world.fixtures import TINY
@@ -67,6 +68,14 @@ def test_phrasing_of_a_three_hop_chain_and_its_decomposition():
     assert subs == ("Who founded Zorlak Mills?", "In which town was #1 born?", "In which country does #2 lie?")
     capital = Fact("real:capital:Peru", "country:Peru", "capital", "Lima", real=True)
     assert phrase_chain(hops[2:] + (capital,), "Velmor")[0] == "Name the capital city of the country where Velmor lies."
+
+
+def test_no_real_hop_after_a_nested_country_repeats_a_word():
+    town_in = Fact("t:country", "t", "country", "Peru", "country:Peru")
+    for relation in (r for r in RELATIONS.values() if r.subject_kind == "country"):
+        last = Fact(f"real:{relation.name}:Peru", "country:Peru", relation.name, "x", real=True)
+        words = phrase_chain((town_in, last), "Velmor")[0].rstrip(".?").split()
+        assert all(a != b for a, b in zip(words, words[1:])), relation.name
 
 
 def test_an_article_sentence_takes_a_or_an():

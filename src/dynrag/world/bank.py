@@ -41,7 +41,9 @@ RELATIONS: dict[str, RealRelation] = {r.name: r for r in (
     RealRelation("continent", "country",
                  ("On which continent is {x}?", "{x} is part of which continent?",
                   "Which continent is {x} in?"),
-                 "Name the continent where {x} lies.", "{x} is a country of {y}."),
+                 # "of", not "where {x} lies": nested after "the country where T lies" that
+                 # would end in "lies lies".
+                 "Name the continent of {x}.", "{x} is a country of {y}."),
     RealRelation("language", "country",
                  ("What language do most people in {x} speak?", "What is the main language of {x}?",
                   "Which language is spoken in {x}?"),
