@@ -36,6 +36,8 @@ def test_permutation_of_two_groups_is_exact_when_small():
     tested = lower_mean([0, 0, 0], [1, 1, 1])
     assert tested.p == pytest.approx(0.1) and tested.effect == 1.0 and tested.n == 6
     assert lower_mean([1, 1], [1, 1]).p == 1.0
+    # one value in a group: nothing to test (scipy would refuse it), whatever the values
+    assert lower_mean([0], [2, 3, 4]).p == 1.0 and lower_mean([0], [2, 3, 4]).effect == 3.0
 
 
 def test_paired_permutation_flips_signs():

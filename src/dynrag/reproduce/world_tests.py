@@ -65,11 +65,12 @@ def mcnemar(a: Sequence[bool], b: Sequence[bool]) -> Tested:
 
 def independent_permutation_p(x: Sequence[float], y: Sequence[float]) -> float:
     """Two-sided p of mean(x) − mean(y) when the group labels are shuffled (scipy's
-    ``permutation_test``, 9,999 resamples, fixed seed); 1.0 when a group is empty or all equal."""
+    ``permutation_test``, 9,999 resamples, fixed seed); 1.0 when a group has fewer than two
+    values (scipy refuses it, and one value tells nothing) or all are equal."""
     from scipy.stats import permutation_test
 
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if not len(xs) or not len(ys) or np.all(np.concatenate([xs, ys]) == xs[0]):
+    if len(xs) < 2 or len(ys) < 2 or np.all(np.concatenate([xs, ys]) == xs[0]):
         return 1.0
     result = permutation_test((xs, ys), lambda a, b: np.mean(a) - np.mean(b), permutation_type="independent",
                               n_resamples=RESAMPLES, alternative="two-sided", random_state=SEED)
