@@ -26,7 +26,10 @@ from tests.world.fixtures import TINY
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("world")
-    make_world(TINY, out, Knowledge("m", {f.id: "known" for f in generate(TINY).facts if f.real}))
+    # More bank facts than TINY's four, so that the test split holds one- and two-hop questions the
+    # model knows (all real facts are marked known).
+    options = TINY.model_copy(update={"real_facts": 30})
+    make_world(options, out, Knowledge("m", {f.id: "known" for f in generate(options).facts if f.real}))
     return out
 
 
@@ -92,24 +95,28 @@ def test_reproduce_world_runs_the_test_split_over_the_worlds_index(tmp_path, wor
     assert text.startswith("# A generated world (test split)\n") and "Δ" not in text
     # the method table: EM, F1, retrievals and the decision columns (no published column: no "ours")
     assert "| method | EM | F1 | retrievals/question | r/q all known | r/q needs retrieval |" in text
-    # deeprag untrained retrieves the 25 unknown hops of the 31 exactly: hop precision, recall and MCC 1;
-    # its later sub-questions write "#1" for the entity, so 16 of its 25 queries name it
-    assert "| deeprag untrained | 0.550 | 0.550 | 1.25 | 0.00 | 1.56 | 0.640 | 1.000 | 1.000 | 1.000 | 1.000 |" in text
-    assert "| FLARE | 0.550 | 0.550 | 0.80 | 0.00 | 1.00 | 1.000 | 1.000 | – | – | – |" in text
-    assert "| DRAGIN (paper variant) | 0.550 | 0.550 | 0.80 | 0.00 | 1.00 |" in text
-    # the breakdown: 11 one-hop questions answered by all, 9 multi-hop ones by single only
-    assert "| method | 1 hop (n=11) | 2 hops (n=7) | 3 hops (n=2) | all known (n=4) | needs retrieval (n=16) |" in text
+    # 31 questions: 13 one-hop (6 known), 10 two-hop (3 known: chains of real facts), 8 three-hop.
+    # deeprag untrained retrieves the 37 unknown hops of the 57 exactly: hop precision, recall and MCC 1;
+    # its later sub-questions write "#1" for the entity, so 22 of its 37 queries name it
+    assert "| deeprag untrained | 0.419 | 0.419 | 1.19 | 0.00 | 1.68 | 0.595 | 1.000 | 1.000 | 1.000 | 1.000 |" in text
+    assert "| FLARE | 0.419 | 0.419 | 0.71 | 0.00 | 1.00 | 1.000 | 1.000 | – | – | – |" in text
+    assert "| DRAGIN (paper variant) | 0.419 | 0.419 | 0.71 | 0.00 | 1.00 |" in text
+    # the breakdown: 13 one-hop questions answered by all, 18 multi-hop ones by single only
+    assert "| method | 1 hop (n=13) | 2 hops (n=10) | 3 hops (n=8) | all known (n=9) | needs retrieval (n=22) |" in text
     assert "| single retrieval | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 |" in text
     # claim lines, each decided by a test on the runs' records: (i) holds, (ii) does not, (iii) not run, (iv) holds
     assert ("- (i) FLARE retrieves less on 1-hop questions the model knows than on those it needs to look up: "
-            "0.00 vs 1.00 retrievals/question (4 known, 7 to look up); permutation (two groups), n 11, p 0.006: "
-            "**holds**.") in text  # exact: 2 of the 330 ways to split 11 questions 4 / 7 are as extreme
+            "0.00 vs 1.00 retrievals/question (6 known, 7 to look up); permutation (two groups), n 13, p 0.001: "
+            "**holds**.") in text  # exact: 2 of the 1716 ways to split 13 questions 6 / 7 are as extreme
+    assert ("- (i) FLARE retrieves less on 2-hop questions the model knows than on those it needs to look up: "
+            "0.00 vs 1.00 retrievals/question (3 known, 7 to look up); permutation (two groups), n 10, p 0.017: "
+            "**holds**.") in text  # 2 / C(10, 3) = 2 / 120
     assert ("- (ii) DRAGIN (paper variant) answers more multi-hop questions than single retrieval: EM 0.000 vs "
-            "1.000; McNemar (exact), n 9, p 0.004: **does not hold**.") in text  # 2 * 0.5^9
+            "1.000; McNemar (exact), n 18, p 7.6e-06: **does not hold**.") in text  # 2 * 0.5^18
     assert "- (iii) DeepRAG stage II retrieves less than stage I: not run (give --option imitation=CKPT" in text
     assert ("- (iv) deeprag untrained retrieves for unknown hops and answers known ones (all questions): hop MCC "
-            "1.000 (n 31, 95% bootstrap interval 1.000 to 1.000), table TP 25 FP 0 FN 0 TN 6; Fisher exact, n 31, "
-            "p 1.4e-06: **holds**.") in text  # 1 / C(31, 6)
+            "1.000 (n 57, 95% bootstrap interval 1.000 to 1.000), table TP 37 FP 0 FN 0 TN 20; Fisher exact, n 57, "
+            "p 8.3e-16: **holds**.") in text  # 1 / C(57, 20)
 
     again: list = []
     reproduce(req, method_factory=factory(world, again), progress=False)
@@ -123,11 +130,13 @@ def test_both_checkpoints_add_the_stage_rows_and_the_stage_claim(tmp_path, world
                            options={"imitation": specs["imi"], "calibration": specs["coc"]})
     text = render(reproduce(req, method_factory=factory(world, built), progress=False))
     assert [(c["method"], c["model"]) for c in built][-2:] == [("deeprag", specs["imi"]), ("deeprag", specs["coc"])]
-    # stage I retrieves every hop (31 over 20 questions), stage II only the 25 unknown ones, at the same EM
-    assert ("- (iii) DeepRAG stage II retrieves less than stage I: 1.25 vs 1.55 retrievals/question; paired "
-            "permutation, n 20, p 0.030: **holds**.") in text
+    # stage I retrieves every hop (57 over 31 questions), stage II only the 37 unknown ones, at the same EM;
+    # the 20 known hops lie in 17 questions, more sign patterns than the 9,999 random flips, whose
+    # smallest two-sided p is 2 / 10,000
+    assert ("- (iii) DeepRAG stage II retrieves less than stage I: 1.19 vs 1.84 retrievals/question; paired "
+            "permutation, n 31, p 0.0002: **holds**.") in text
     assert "- (iii) together (fewer retrievals, EM not worse): **holds**." in text
-    assert "stage II question MCC (did not retrieve vs needed nothing): 1.000 (n 20" in text
+    assert "stage II question MCC (did not retrieve vs needed nothing): 1.000 (n 31" in text
     assert "- (iv) DeepRAG (stage II) retrieves for unknown hops" in text
 
 

@@ -4,6 +4,7 @@ the musique / world loaders read with their decomposition."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from dynrag.world.entities import Fact, WorldOptions, generate
 from dynrag.world.knowledge import Knowledge, needs_retrieval, verdict
 from dynrag.world.make import make_world, read_manifest, sha256
 from dynrag.world.bank import RELATIONS
-from dynrag.world.questions import phrase_chain
+from dynrag.world.questions import chain_group, make_questions, phrase_chain
 
 from tests.world.fixtures import TINY
 
@@ -68,6 +69,33 @@ def test_phrasing_of_a_three_hop_chain_and_its_decomposition():
     assert subs == ("Who founded Zorlak Mills?", "In which town was #1 born?", "In which country does #2 lie?")
     capital = Fact("real:capital:Peru", "country:Peru", "capital", "Lima", real=True)
     assert phrase_chain(hops[2:] + (capital,), "Velmor")[0] == "Name the capital city of the country where Velmor lies."
+
+
+def test_chains_among_real_facts_nest_their_noun_phrases():
+    book = Fact("real:author:Faust", "book:Faust", "author", "Johann Wolfgang von Goethe",
+                "writer:Johann Wolfgang von Goethe", real=True)
+    home = Fact("real:homeland:Johann Wolfgang von Goethe", "writer:Johann Wolfgang von Goethe", "homeland",
+                "Germany", "country:Germany", real=True)
+    capital = Fact("real:capital:Germany", "country:Germany", "capital", "Berlin", "city:Berlin", real=True)
+    question, subs = phrase_chain((book, home, capital), "Faust")
+    assert question == "Name the capital city of the country the writer of Faust came from."
+    assert subs == ("Name the writer of Faust.", "Name the country #1 came from.", "Name the capital city of #2.")
+    capital_of = Fact("real:capital_of:London", "city:London", "capital_of", "United Kingdom",
+                      "country:United Kingdom", real=True)
+    currency = Fact("real:currency:United Kingdom", "country:United Kingdom", "currency", "pound", real=True)
+    assert phrase_chain((capital_of, currency), "London")[0] == "Name the currency of the country whose capital is London."
+
+
+def test_the_default_world_has_invented_mixed_and_real_chains_of_two_and_three_hops():
+    world = generate(WorldOptions(seed=3))
+    groups = Counter((len(q.hops), chain_group(q.hops)) for q in make_questions(world, Knowledge()))
+    for hops in (2, 3):
+        for group in ("invented", "mixed", "real"):
+            assert groups[(hops, group)] >= 20, (hops, group, groups)
+    assert groups[(1, "mixed")] == 0 and groups[(1, "real")] > 0  # one hop is invented or real
+    # a real chain links bank subjects: the capital's city, the book's writer
+    linked = {f.relation for f in world.facts if f.real and f.object is not None}
+    assert {"capital", "author", "capital_of", "homeland"} <= linked
 
 
 def test_no_real_hop_after_a_nested_country_repeats_a_word():

@@ -46,7 +46,7 @@ class WorldPassage:
 
 def fact_sentence(fact: Fact, subject: str, seed: int) -> str:
     if fact.real:
-        text = RELATIONS[fact.relation].sentence.format(x=mention(subject), y=fact.value)
+        text = RELATIONS[fact.relation].sentence.format(x=mention(subject), y=mention(fact.value))
         return text[:1].upper() + text[1:]
     template = random.Random(f"{seed}:{fact.id}").choice(TEMPLATES[fact.relation])
     text = template.format(s=subject, o=mention(fact.value), a="an" if fact.value[:1] in "aeiou" else "a")

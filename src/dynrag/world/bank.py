@@ -1,8 +1,10 @@
 """The bank of real-world facts a knowledge-controlled world bridges to, in the project's own words.
 
 Each relation has three phrasings the probe asks (``probe``) and a fourth it never asks
-(``held_out``), which the world's questions and ``world check`` use; ``noun`` is the relation as a
-noun phrase for nesting in a multi-hop question ("the capital of {x}"), where it has one.
+(``held_out``), which the world's questions and ``world check`` use. A relation whose answer is
+itself a subject of the bank names that subject's kind (``object_kind``) and a noun phrase for
+nesting it in a multi-hop question (``noun``, "the capital city of {x}"), so chains can run among
+real entities only ("Name the currency of the country whose capital is Lima.").
 Answers list the gold form first, then accepted aliases. Subjects used in the few-shot worked
 examples (Japan, Kenya, gold, The Raven, Baghdad) are deliberately absent from the bank.
 """
@@ -19,6 +21,8 @@ class RealRelation:
     probe: tuple[str, str, str]
     held_out: str
     sentence: str  # how an article states it: {x} subject, {y} answer
+    object_kind: str | None = None  # the kind of bank subject the answer names, if chains go on from it
+    noun: str | None = None  # "{x}'s answer" as a noun phrase, for nesting
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,8 @@ RELATIONS: dict[str, RealRelation] = {r.name: r for r in (
     RealRelation("capital", "country",
                  ("What is the capital of {x}?", "Which city is the capital of {x}?",
                   "The capital city of {x} is called what?"),
-                 "Name the capital city of {x}.", "The seat of government of {x} is {y}."),
+                 "Name the capital city of {x}.", "The seat of government of {x} is {y}.",
+                 "city", "the capital city of {x}"),
     RealRelation("continent", "country",
                  ("On which continent is {x}?", "{x} is part of which continent?",
                   "Which continent is {x} in?"),
@@ -54,7 +59,16 @@ RELATIONS: dict[str, RealRelation] = {r.name: r for r in (
                  "Name the currency of {x}.", "Prices in {x} are given in {y}."),
     RealRelation("author", "book",
                  ("Who wrote {x}?", "Who is the author of {x}?", "{x} was written by whom?"),
-                 "Name the writer of {x}.", "{x} is a book by {y}."),
+                 "Name the writer of {x}.", "{x} is a book by {y}.", "writer", "the writer of {x}"),
+    RealRelation("capital_of", "city",
+                 ("Which country has {x} as its capital?", "{x} is the capital of which country?",
+                  "Of which country is {x} the capital city?"),
+                 "Name the country whose capital is {x}.", "{x} is the capital city of {y}.",
+                 "country", "the country whose capital is {x}"),
+    RealRelation("homeland", "writer",
+                 ("Which country did {x} come from?", "{x} was from which country?",
+                  "What was the home country of {x}?"),
+                 "Name the country {x} came from.", "{x} came from {y}.", "country", "the country {x} came from"),
     RealRelation("symbol", "element",
                  ("What is the chemical symbol for {x}?", "Which symbol stands for {x} in chemistry?",
                   "{x} has which chemical symbol?"),
@@ -109,23 +123,42 @@ _COUNTRIES = (
     ("New Zealand", "Wellington", "Oceania", "English", "dollar|New Zealand dollar"),
 )
 
-_BOOKS = (
-    ("Pride and Prejudice", "Jane Austen|Austen"),
-    ("War and Peace", "Leo Tolstoy|Tolstoy"),
-    ("Don Quixote", "Miguel de Cervantes|Cervantes"),
-    ("Moby-Dick", "Herman Melville|Melville"),
-    ("Nineteen Eighty-Four", "George Orwell|Orwell"),
-    ("The Odyssey", "Homer"),
-    ("Romeo and Juliet", "William Shakespeare|Shakespeare"),
-    ("Oliver Twist", "Charles Dickens|Dickens"),
-    ("Crime and Punishment", "Fyodor Dostoevsky|Dostoevsky"),
-    ("The Old Man and the Sea", "Ernest Hemingway|Hemingway"),
-    ("Frankenstein", "Mary Shelley|Shelley"),
-    ("The Divine Comedy", "Dante Alighieri|Dante"),
-    ("Les Misérables", "Victor Hugo|Hugo"),
-    ("The Adventures of Tom Sawyer", "Mark Twain|Twain"),
-    ("Alice's Adventures in Wonderland", "Lewis Carroll|Carroll"),
-    ("On the Origin of Species", "Charles Darwin|Darwin"),
+_UK = "United Kingdom|England|Britain|Great Britain|UK"
+_BOOKS = (  # book, writer, the writer's country
+    ("Pride and Prejudice", "Jane Austen|Austen", _UK),
+    ("War and Peace", "Leo Tolstoy|Tolstoy", "Russia"),
+    ("Don Quixote", "Miguel de Cervantes|Cervantes", "Spain"),
+    ("Moby-Dick", "Herman Melville|Melville", "United States|America|USA"),
+    ("Nineteen Eighty-Four", "George Orwell|Orwell", _UK),
+    ("The Odyssey", "Homer", "Greece|Ancient Greece"),
+    ("Romeo and Juliet", "William Shakespeare|Shakespeare", _UK),
+    ("Oliver Twist", "Charles Dickens|Dickens", _UK),
+    ("Crime and Punishment", "Fyodor Dostoevsky|Dostoevsky", "Russia"),
+    ("The Old Man and the Sea", "Ernest Hemingway|Hemingway", "United States|America|USA"),
+    ("Frankenstein", "Mary Shelley|Shelley", _UK),
+    ("The Divine Comedy", "Dante Alighieri|Dante", "Italy"),
+    ("Les Misérables", "Victor Hugo|Hugo", "France"),
+    ("The Adventures of Tom Sawyer", "Mark Twain|Twain", "United States|America|USA"),
+    ("Alice's Adventures in Wonderland", "Lewis Carroll|Carroll", _UK),
+    ("On the Origin of Species", "Charles Darwin|Darwin", _UK),
+    ("The Little Prince", "Antoine de Saint-Exupéry|Saint-Exupéry|Antoine de Saint-Exupery", "France"),
+    ("Faust", "Johann Wolfgang von Goethe|Goethe", "Germany"),
+    ("One Hundred Years of Solitude", "Gabriel García Márquez|García Márquez|Gabriel Garcia Marquez|Marquez", "Colombia"),
+    ("Madame Bovary", "Gustave Flaubert|Flaubert", "France"),
+    ("The Count of Monte Cristo", "Alexandre Dumas|Dumas", "France"),
+    ("The Adventures of Pinocchio", "Carlo Collodi|Collodi", "Italy"),
+    ("Jane Eyre", "Charlotte Brontë|Charlotte Bronte|Brontë", _UK),
+    ("Dracula", "Bram Stoker|Stoker", "Ireland"),
+    ("Ulysses", "James Joyce|Joyce", "Ireland"),
+    ("Robinson Crusoe", "Daniel Defoe|Defoe", _UK),
+    ("Gulliver's Travels", "Jonathan Swift|Swift", "Ireland"),
+    ("The Name of the Rose", "Umberto Eco|Eco", "Italy"),
+    ("Doctor Zhivago", "Boris Pasternak|Pasternak", "Russia"),
+    ("Things Fall Apart", "Chinua Achebe|Achebe", "Nigeria"),
+    ("The Alchemist", "Paulo Coelho|Coelho", "Brazil"),
+    ("A Doll's House", "Henrik Ibsen|Ibsen", "Norway"),
+    ("Pippi Longstocking", "Astrid Lindgren|Lindgren", "Sweden"),
+    ("The Great Gatsby", "F. Scott Fitzgerald|Scott Fitzgerald|Fitzgerald", "United States|America|USA"),
 )
 
 _ELEMENTS = (
@@ -139,6 +172,9 @@ _CITIES = (
     ("Cairo", "Nile|River Nile"), ("Vienna", "Danube|River Danube"), ("Budapest", "Danube|River Danube"),
     ("Prague", "Vltava|Moldau"), ("Florence", "Arno|River Arno"), ("Lisbon", "Tagus|Tejo"),
     ("Dresden", "Elbe|River Elbe"), ("Cologne", "Rhine|River Rhine"), ("Warsaw", "Vistula|River Vistula"),
+    ("Berlin", "Spree|River Spree"), ("Moscow", "Moskva|Moskva River|Moscow River"), ("Dublin", "Liffey|River Liffey"),
+    ("Kyiv", "Dnieper|Dnipro|Dnieper River"), ("Seoul", "Han|Han River"), ("Bangkok", "Chao Phraya|Chao Phraya River"),
+    ("Amsterdam", "Amstel|River Amstel"),
 )
 
 
@@ -153,9 +189,13 @@ def _build() -> tuple[RealFact, ...]:
                                 ("currency", currency)):
             if value is not None:
                 facts.append(_fact(relation, country, value))
-    facts += [_fact("author", book, author) for book, author in _BOOKS]
+    facts += [_fact("author", book, author) for book, author, _ in _BOOKS]
     facts += [_fact("symbol", element, symbol) for element, symbol in _ELEMENTS]
     facts += [_fact("river", city, river) for city, river in _CITIES]
+    # The links back, from each capital and each writer to their country: with the capital and
+    # author facts, chains can run among real subjects only.
+    facts += [_fact("capital_of", capital.split("|")[0], country) for country, capital, *_ in _COUNTRIES]
+    facts += [_fact("homeland", author.split("|")[0], country) for _, author, country in _BOOKS]
     return tuple(facts)
 
 
@@ -175,7 +215,7 @@ def mention(name: str) -> str:
 
 
 def real_subjects() -> dict[str, str]:
-    """Every real subject in the bank -> its kind (country, book, element, city)."""
+    """Every real subject in the bank -> its kind (country, book, element, city, writer)."""
     return {f.subject: RELATIONS[f.relation].subject_kind for f in BANK}
 
 

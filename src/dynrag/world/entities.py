@@ -17,7 +17,7 @@ from functools import cached_property
 from pydantic import Field, model_validator
 
 from dynrag.registry import Options
-from dynrag.world.bank import BANK, COUNTRIES, RealFact, real_subjects
+from dynrag.world.bank import BANK, COUNTRIES, RELATIONS, RealFact, real_subjects
 from dynrag.world.names import NameMaker
 
 PROFESSIONS = ("baker", "engineer", "teacher", "architect", "surgeon", "painter", "carpenter", "chemist",
@@ -142,6 +142,14 @@ def _name(entities: list[Entity], entity_id: str) -> str:
     return next(e.name for e in entities if e.id == entity_id)
 
 
+def _real_object(fact: RealFact, present: set[str]) -> str | None:
+    """The entity a real fact's answer names (the capital's city, the book's writer), when the
+    world holds that entity; a chain can go on from it."""
+    kind = RELATIONS[fact.relation].object_kind
+    entity_id = f"{kind}:{fact.answer}"
+    return entity_id if kind is not None and entity_id in present else None
+
+
 def _real_selection(rng: random.Random, countries: set[str], extra: int) -> list[RealFact]:
     needed = [f for f in BANK if f.subject in countries and f.relation != "river"]
     rest = [f for f in BANK if f not in needed]
@@ -164,6 +172,8 @@ def generate(options: WorldOptions) -> World:
     real = _real_selection(rng, countries, options.real_facts)
     for subject in dict.fromkeys(f.subject for f in real):
         entities.append(Entity(f"{kinds[subject]}:{subject}", kinds[subject], subject, real=True))
+    present = {f"{kinds[f.subject]}:{f.subject}" for f in real}
     for f in real:
-        facts.append(Fact(f.id, f"{kinds[f.subject]}:{f.subject}", f.relation, f.answer, None, f.answers[1:], real=True))
+        facts.append(Fact(f.id, f"{kinds[f.subject]}:{f.subject}", f.relation, f.answer, _real_object(f, present),
+                          f.answers[1:], real=True))
     return World(options, tuple(entities), tuple(facts))

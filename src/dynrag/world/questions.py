@@ -1,9 +1,10 @@
 """Questions over the world: bridge chains of 1 to 3 hops and comparisons, each with its gold
 decomposition (one sub-question per hop, ``#k`` standing for the k-th hop's answer).
 
-A chain starts at an entity of the main cluster (or, for one hop, at a real subject of the bank)
-and follows facts whose value is another entity; it never visits an entity twice and never chains
-a fact the probe left out. Its question nests each hop as a noun phrase inside the last hop's
+A chain starts at an entity of the main cluster or at a real subject of the bank and follows facts
+whose value is another entity; it never visits an entity twice and never chains a fact the probe
+left out. So chains are invented (all hops invented facts), real (all hops bank facts: "the country
+whose capital is Lima") or mixed (an invented town's real country, then that country's facts). Its question nests each hop as a noun phrase inside the last hop's
 question: "In which country does the town where the founder of Zorlak Mills was born lie?".
 """
 
@@ -56,11 +57,17 @@ def hop_question(fact: Fact, subject: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def noun_phrase(fact: Fact) -> str | None:
+    """The fact's answer as a noun phrase about {x} ("the town where {x} was born"), or None when a
+    chain cannot nest it."""
+    return RELATIONS[fact.relation].noun if fact.real else FICTIONAL[fact.relation][1]
+
+
 def phrase_chain(hops: tuple[Fact, ...], start_name: str) -> tuple[str, tuple[str, ...]]:
     """(the nested question, one sub-question per hop)."""
     subject = start_name
     for fact in hops[:-1]:
-        subject = FICTIONAL[fact.relation][1].format(x=subject)  # type: ignore[union-attr]
+        subject = noun_phrase(fact).format(x=mention(subject) if fact.real else subject)  # type: ignore[union-attr]
     subs = tuple(hop_question(f, start_name if i == 0 else f"#{i}") for i, f in enumerate(hops))
     return hop_question(hops[-1], subject), subs
 
@@ -76,8 +83,7 @@ def chains(world: World, start: Entity, knowledge: Knowledge, longest: int = 3) 
                 continue
             chain = path + (fact,)
             out.append(chain)
-            nestable = not fact.real and FICTIONAL[fact.relation][1] is not None
-            if fact.object is not None and nestable and len(chain) < longest:
+            if fact.object is not None and noun_phrase(fact) is not None and len(chain) < longest:
                 walk(fact.object, chain, seen | {fact.object})
 
     walk(start.id, (), frozenset({start.id}))
@@ -118,22 +124,30 @@ def _comparisons(world: World, split_of: dict[str, str], rng: random.Random) -> 
     return out
 
 
+def chain_group(chain: tuple[Fact, ...]) -> str:
+    """invented (every hop an invented fact), real (every hop a bank fact) or mixed."""
+    real = sum(f.real for f in chain)
+    return "real" if real == len(chain) else "mixed" if real else "invented"
+
+
 def make_questions(world: World, knowledge: Knowledge) -> list[Question]:
-    """The world's questions in a fixed order: 1-, 2-, 3-hop bridges, then comparisons; each kind
-    a seeded sample of at most ``options.questions`` (one hop: twice that; comparisons: ``options.comparisons``)."""
+    """The world's questions in a fixed order: 1-, 2-, 3-hop bridges, then comparisons. Each hop
+    count and group (invented, mixed, real; ``chain_group``) is a seeded sample of at most
+    ``options.questions`` (one hop: twice that; comparisons: ``options.comparisons``): drawn from
+    one pool, the few chains that cross from invented to real facts would be swamped."""
     rng = random.Random(f"dynrag-world-questions:{world.options.seed}")
     split_of = assign_splits(world)
-    by_hops: dict[tuple[int, bool], list[Question]] = {}
+    pools: dict[tuple[int, str], list[Question]] = {}
     for entity in world.entities:
         if entity.distractor:
             continue
-        for chain in chains(world, entity, knowledge, longest=1 if entity.real else 3):
+        for chain in chains(world, entity, knowledge):
             text, subs = phrase_chain(chain, entity.name)
             q = Question("bridge", text, chain[-1].answers, chain, subs, entity.id, split_of[entity.id])
-            by_hops.setdefault((len(chain), entity.real), []).append(q)
+            pools.setdefault((len(chain), chain_group(chain)), []).append(q)
     out: list[Question] = []
-    for key in sorted(by_hops):
-        pool = by_hops[key]
+    for key in sorted(pools):
+        pool = pools[key]
         cap = world.options.questions * (2 if key[0] == 1 else 1)  # one-hop: what `check` measures
         picked = sorted(rng.sample(range(len(pool)), min(cap, len(pool))))
         out += [pool[i] for i in picked]

@@ -82,6 +82,8 @@ REPLAY_QA: dict[str, str] = {
     "author": "Tell me who wrote {x}.",
     "symbol": "Tell me the chemical symbol of {x}.",
     "river": "Tell me the river of {x}.",
+    "capital_of": "Tell me which country has {x} for its capital.",
+    "homeland": "Tell me the home country of {x}.",
 }
 
 
