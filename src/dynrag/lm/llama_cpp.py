@@ -285,5 +285,5 @@ def load_llama_cpp(spec: ModelSpec, path: Path, preferred_style: PromptStyle = "
     threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
     llama = Llama(model_path=str(path), n_ctx=MAX_CONTEXT, n_threads=threads, n_threads_batch=threads,
                   verbose=False)
-    name = str(spec.resolved()) if spec.kind == "bundled" else str(spec)
+    name = str(spec.resolved())  # resolved() leaves every spec but `bundled` as it is
     return LlamaCppLM(llama, name, spec.options.prompt, preferred_style, attention_reader)

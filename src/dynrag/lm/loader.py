@@ -105,7 +105,7 @@ def _attention_copy(spec: ModelSpec, preferred_style: str, progress: bool) -> La
     """The transformers copy of a llama.cpp spec's weights, which reads attention for it."""
     import sys
 
-    name = str(spec.resolved()) if spec.kind == "bundled" else str(spec)
+    name = str(spec.resolved())  # resolved() leaves every spec but `bundled` as it is
     print(f"{name}: attention is read by a transformers pass over the same weights; loading them", file=sys.stderr)
     options = spec.options.model_copy(update={"backend": "transformers"})
     return _load_hf_dir(model_directory(spec, progress), name, options, preferred_style)
