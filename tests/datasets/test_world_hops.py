@@ -8,7 +8,7 @@ import pytest
 
 from dynrag.datasets.boundary import mcc
 from dynrag.datasets.world_decisions import retrieval_decisions
-from dynrag.datasets.world_hops import entity_queries, hop_confusion, names_unknown_entity, step_decisions
+from dynrag.datasets.world_hops import entity_queries, hop_confusion, names_unknown_entity
 
 
 def test_mcc_hand_computed():
@@ -18,18 +18,6 @@ def test_mcc_hand_computed():
     assert mcc(2, 0, 0, 3) == 1.0 and mcc(0, 2, 3, 0) == -1.0
     # an empty row or column: the denominator is 0 and MCC is defined as 0
     assert mcc(0, 0, 0, 0) == 0.0 and mcc(2, 3, 0, 0) == 0.0 and mcc(0, 0, 4, 1) == 0.0
-
-
-def test_step_decisions_reads_the_steps_that_answer_a_subquery():
-    steps = [{"kind": "subquery", "details": {"step": 1}},
-             {"kind": "decision", "details": {"step": 1}},
-             {"kind": "answer", "details": {"step": 1, "subquery": "Who founded Zorlak Mills?", "decision": "retrieve"}},
-             {"kind": "answer", "details": {"step": 2, "subquery": "Where was #1 born?", "decision": "parametric"}},
-             {"kind": "generate", "details": {}},
-             {"kind": "finish"}]
-    assert step_decisions(steps) == [{"subquery": "Who founded Zorlak Mills?", "retrieve": True},
-                                     {"subquery": "Where was #1 born?", "retrieve": False}]
-    assert step_decisions(None) == []
 
 
 def hop(entity, known):

@@ -16,7 +16,8 @@ from typing import Any
 
 from dynrag.datasets.boundary import boundary_scores, confusion
 from dynrag.datasets.examples import QAExample
-from dynrag.datasets.world_hops import entity_queries, hop_confusion, step_decisions
+from dynrag.datasets.step_decisions import step_decisions
+from dynrag.datasets.world_hops import entity_queries, hop_confusion
 
 # Question groups of the breakdown: name -> which records belong (hop counts add hops_N groups).
 GROUPS: dict[str, Callable[[Mapping[str, Any]], bool]] = {

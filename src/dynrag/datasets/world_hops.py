@@ -1,10 +1,9 @@
 """Retrieval decisions hop by hop, against a world's ground truth (pure functions).
 
-A method that writes explicit sub-questions (``deeprag``: each of its trace steps that answers a
-sub-question carries ``subquery`` and ``decision`` retrieve | parametric) makes one decision per
-sub-question. The k-th decision is matched to the k-th hop of the question, in order; decisions
-beyond the question's hops are *extra*, hops beyond the decisions are *missing*, and neither enters
-the 2x2 table: they are counted beside it (``extra_decisions`` and how many of them retrieved,
+A method that writes explicit sub-questions (``deeprag``) makes one decision per sub-question
+(``datasets/step_decisions.py`` reads them from its trace). The k-th decision is matched to the
+k-th hop of the question, in order; decisions beyond the question's hops are *extra*, hops beyond
+the decisions are *missing*, and neither enters the 2x2 table: they are counted beside it (``extra_decisions`` and how many of them retrieved,
 ``missing_decisions`` and how many of those hops were unknown). A matched hop whose fact was not
 probed (``known`` null) is counted as ``no_truth`` and left out too.
 
@@ -20,19 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dynrag.datasets.boundary import mcc
-
-DECISIONS = ("retrieve", "parametric")
-
-
-def step_decisions(steps: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
-    """``[{subquery, retrieve}]`` in step order, from an answer's trace steps (``Answer.to_dict()``):
-    every step whose details carry a ``subquery`` string and a ``decision`` among DECISIONS."""
-    out = []
-    for step in steps or ():
-        details = step.get("details") or {}
-        if isinstance(details.get("subquery"), str) and details.get("decision") in DECISIONS:
-            out.append({"subquery": details["subquery"], "retrieve": details["decision"] == DECISIONS[0]})
-    return out
 
 
 def ratio(num: int, den: int) -> float | None:

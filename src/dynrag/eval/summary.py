@@ -8,7 +8,7 @@ from typing import Any
 from dynrag.datasets.formats import Dataset
 from dynrag.datasets.loaders import QAExample, passage_key
 from dynrag.datasets.metrics import Scorer, score_answer
-from dynrag.datasets.world_hops import step_decisions
+from dynrag.datasets.step_decisions import step_decisions
 
 # The figures summarize() computes; summary.json adds method/model/dataset and run notes.
 METRIC_KEYS = (
