@@ -75,7 +75,8 @@ def test_retrieval_decisions_groups_and_retrievals_by_need():
     assert (rd["retrievals_all_known"], rd["retrievals_needs_retrieval"]) == (1.0, 2.0)
     assert rd["entity_queries"] == {"queries": 4, "naming_unknown": 3, "share": 0.75}
     g = rd["groups"]
-    assert list(g) == ["hops_1", "hops_2", "multi_hop", "all_known", "needs_retrieval"]
+    assert list(g) == ["hops_1", "hops_2", "multi_hop", "all_known", "needs_retrieval", "known_and_unknown"]
+    assert g["known_and_unknown"] == {"n": 1, "em": 0.0, "f1": 0.0, "retrievals_per_question": 3.0}  # T known, U not
     assert g["hops_1"] == {"n": 2, "em": 1.0, "f1": 1.0, "retrievals_per_question": 0.5}
     assert g["multi_hop"] == {"n": 2, "em": 0.0, "f1": 0.25, "retrievals_per_question": 2.5}
     assert g["all_known"]["em"] == 0.5 and g["needs_retrieval"]["retrievals_per_question"] == 2.0

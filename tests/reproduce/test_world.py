@@ -102,7 +102,10 @@ def test_reproduce_world_runs_the_test_split_over_the_worlds_index(tmp_path, wor
     assert "| FLARE | 0.419 | 0.419 | 0.71 | 0.00 | 1.00 | 1.000 | 1.000 | – | – | – |" in text
     assert "| DRAGIN (paper variant) | 0.419 | 0.419 | 0.71 | 0.00 | 1.00 |" in text
     # the breakdown: 13 one-hop questions answered by all, 18 multi-hop ones by single only
-    assert "| method | 1 hop (n=13) | 2 hops (n=10) | 3 hops (n=8) | all known (n=9) | needs retrieval (n=22) |" in text
+    assert ("| method | 1 hop (n=13) | 2 hops (n=10) | 3 hops (n=8) | all known (n=9) | needs retrieval (n=22) "
+            "| known and unknown hops (n=8) |") in text
+    # on the 8 chains with a known and an unknown hop, deeprag retrieves the 12 unknown hops alone
+    assert "| deeprag untrained | 1.000 / 0.54 | 0.000 / 1.00 | 0.000 / 2.50 | 0.667 / 0.00 | 0.318 / 1.68 | 0.000 / 1.50 |" in text
     assert "| single retrieval | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 | 1.000 / 1.00 |" in text
     # claim lines, each decided by a test on the runs' records: (i) holds, (ii) does not, (iii) not run, (iv) holds
     assert ("- (i) FLARE retrieves less on 1-hop questions the model knows than on those it needs to look up: "

@@ -1,11 +1,11 @@
 """The world's claim lines from hand-made records: which questions each claim compares, and its verdict."""
 
+from dynrag.datasets.world_decisions import known_and_unknown
 from dynrag.reproduce.world_claims import (
     claim_lines,
     combined,
     decisions_pick_unknown_hops,
     hop_pairs,
-    is_mixed,
     retrieval_follows_knowledge,
     subquestions_by_hops,
 )
@@ -32,7 +32,7 @@ def test_knowledge_is_compared_within_one_hop_count():
 def test_hops_pair_with_decisions_in_order_and_unprobed_hops_are_left_out():
     r = record(1, [False, True, None], decisions=[True, True, False])
     assert hop_pairs([r], lambda _: True) == ([True, True], [True, False])
-    assert is_mixed(r) and not is_mixed(record(2, [False, False]))
+    assert known_and_unknown(r) and not known_and_unknown(record(2, [False, False]))
 
 
 def test_decisions_on_mixed_chains_are_reported_apart():

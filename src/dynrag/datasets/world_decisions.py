@@ -19,11 +19,19 @@ from dynrag.datasets.examples import QAExample
 from dynrag.datasets.step_decisions import step_decisions
 from dynrag.datasets.world_hops import entity_queries, hop_confusion
 
+def known_and_unknown(record: Mapping[str, Any]) -> bool:
+    """A chain with a hop the model knows and one it must look up: where a method should retrieve
+    for one hop and answer the other from memory."""
+    known = {h.get("known") for h in record.get("hops") or []}
+    return True in known and False in known
+
+
 # Question groups of the breakdown: name -> which records belong (hop counts add hops_N groups).
 GROUPS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     "multi_hop": lambda r: len(r.get("hops") or []) >= 2,
     "all_known": lambda r: r.get("needs_retrieval") is False,
     "needs_retrieval": lambda r: r.get("needs_retrieval") is True,
+    "known_and_unknown": known_and_unknown,
 }
 
 

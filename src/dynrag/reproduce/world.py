@@ -68,7 +68,7 @@ COLUMNS = [
     Column("s/question", "seconds_per_question", None, 2),  # what each row cost, on this machine
 ]
 GROUPS = [("hops_1", "1 hop"), ("hops_2", "2 hops"), ("hops_3", "3 hops"), ("all_known", "all known"),
-          ("needs_retrieval", "needs retrieval")]
+          ("needs_retrieval", "needs retrieval"), ("known_and_unknown", "known and unknown hops")]
 
 
 def world_index(world: Path, out: Path, build: bool) -> Path:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dynrag.datasets.boundary import confusion
+from dynrag.datasets.world_decisions import known_and_unknown
 from dynrag.datasets.world_hops import names_unknown_entity
 import numpy as np
 
@@ -48,12 +49,6 @@ def hop_count(r: Mapping[str, Any]) -> int:
 
 def is_right(r: Mapping[str, Any]) -> bool:
     return float(r.get("em") or 0.0) >= 1.0
-
-
-def is_mixed(r: Mapping[str, Any]) -> bool:
-    """A chain with a known hop and an unknown one."""
-    known = {h.get("known") for h in r.get("hops") or []}
-    return True in known and False in known
 
 
 def paired(a: Records, b: Records, keep: Callable[[Mapping[str, Any]], bool]) -> list[tuple[Mapping, Mapping]]:
@@ -175,7 +170,7 @@ def decisions_pick_unknown_hops(rows: Rows) -> list[str]:
         records = rows.get(key)
         if records is None:
             continue
-        for scope, keep in (("all questions", lambda r: True), ("mixed chains", is_mixed)):
+        for scope, keep in (("all questions", lambda r: True), ("mixed chains", known_and_unknown)):
             retrieved, unknown = hop_pairs(records, keep)
             if not retrieved:
                 lines.append(f"- (iv) {name}'s decisions on {scope}: no sub-question matched to a probed hop.")
