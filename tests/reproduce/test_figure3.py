@@ -41,6 +41,10 @@ def test_cells_score_coverage_per_context_and_resume_without_answering_again(tmp
     table = render_figure3(report)
     assert "| M_gr | 1.000 (1.000 / 1.000) | 0.000 (0.000 / 0.000) | 1.000 (1.000 / 1.000) |" in table
     assert "paper" not in table.split("\n")[4]  # no published column: the figure's values are not given
+    # the finding per metric: 4 questions M_gr covers and the base does not: 2 * 0.5^4 = 0.125
+    assert ("- M_gr covers the answer best under D_g (extracted answer): vs M_b (base) +1.000, n 4, p 0.125 "
+            "(McNemar, exact): **undetermined**.") in table
+    assert "under D_gr (whole text)" in table
 
     # A cut run: one cell lost its last two answers; the rerun answers only those.
     lines = (cell / "predictions.jsonl").read_text().splitlines(keepends=True)
