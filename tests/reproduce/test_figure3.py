@@ -75,3 +75,24 @@ def test_changed_settings_are_refused_and_bad_flags_named(tmp_path):
     assert no_pair.returncode != 0 and "Traceback" not in no_pair.stderr
     other = run_in_process("reproduce", "dragin-table2", "--reader", "gr=x", "--no-run")
     assert other.returncode != 0 and "only `reproduce bestpractice-figure3`" in other.stderr
+    for pair, says in (("order=last", "--option order 'last': choose one of gold_first, shuffled"),
+                       ("shuffle=1", "unknown --option 'shuffle'")):
+        bad = run_in_process(*base, "--option", pair, "--out", str(tmp_path / "o"))
+        assert bad.returncode != 0 and says in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_shuffled_order_gets_cells_of_its_own_and_moves_the_gold_passages(tmp_path):
+    data = write_wiki(tmp_path / "dev.json", N)
+    models = {"fake-gr": reader_lm("fake-gr")}
+    first = Figure3Request("2wikimultihopqa", data, {"gr": "fake-gr"}, "fake-gr", out=tmp_path / "runs")
+    shuffled = Figure3Request("2wikimultihopqa", data, {"gr": "fake-gr"}, "fake-gr", out=tmp_path / "runs",
+                              order="shuffled")
+    figure3(first, progress=False, load=models.__getitem__)
+    report = figure3(shuffled, progress=False, load=models.__getitem__)  # beside the first cells, not refused
+    assert report["results"][("gr", "gr")]["coverage"] == 1.0  # a reader that reads finds the gold anywhere
+    cells = tmp_path / "runs" / "fake-gr" / "2wikimultihopqa"
+    assert (cells / "figure3-gr-nall").is_dir() and (cells / "figure3-gr-nall-shuffled").is_dir()
+    plain, moved = ([json.loads(line)["passages"] for line in (cells / name / "predictions.jsonl").read_text().splitlines()]
+                    for name in ("figure3-gr-nall", "figure3-gr-nall-shuffled"))
+    assert all(sorted(a) == sorted(b) for a, b in zip(plain, moved)) and plain != moved
+    assert "passages in a seeded order per question" in render_figure3(report)

@@ -48,6 +48,20 @@ def test_each_context_mode_puts_the_right_passages_in_order(questions):
     assert context_passages("none", gold, rand) == []
 
 
+def test_a_shuffled_order_is_seeded_per_question_and_moves_the_gold_passages(questions):
+    draw = RandomPassages(questions, seed=0)
+    orders = []
+    for ex in questions:
+        gold, rand = gold_passages(ex), draw.for_question(ex)
+        shuffled = context_passages("gr", gold, rand, "shuffled", f"0:{ex.id}")
+        assert sorted(p.id for p in shuffled) == sorted(p.id for p in [*gold, rand])  # the same passages
+        assert shuffled == context_passages("gr", gold, rand, "shuffled", f"0:{ex.id}")  # and the same order again
+        orders.append(shuffled.index(rand))
+    assert len(set(orders)) > 1 and any(i < 2 for i in orders)  # the random passage is not always last
+    with pytest.raises(ConfigError, match="--order 'last': choose one of gold_first, shuffled"):
+        context_passages("gr", gold, rand, "last")
+
+
 def test_only_the_answer_line_and_eos_are_labelled_in_the_single_prompt(questions):
     builder = PromptBuilder.for_dataset("default")
     tok = word_tokenizer([builder.exemplar_text(), "Documents:", *(f"{p.title}: {p.text} {ex.question}" for ex in questions
@@ -121,5 +135,7 @@ def test_bad_context_and_unknown_option_are_one_line_errors(tmp_path):
     bad = run_in_process(*base, "--context", "golden")
     assert bad.returncode != 0 and "--context 'golden': choose one of g, r, gr, gg" in bad.stderr
     assert "Traceback" not in bad.stderr
+    order = run_in_process(*base, "--order", "random")
+    assert order.returncode != 0 and "--order 'random': choose one of gold_first, shuffled" in order.stderr
     unknown = run_in_process(*base, "--option", "rank=4")
     assert unknown.returncode != 0 and "rank" in unknown.stderr and "Traceback" not in unknown.stderr

@@ -171,6 +171,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         dataset: str = typer.Option(..., "--dataset", help="Benchmark format of --data (hotpotqa, 2wikimultihopqa, musique, ...)."),
         data: list[Path] = typer.Option(..., "--data", help="Training questions with gold passages (repeatable; never those you evaluate on)."),
         context: str = typer.Option("gr", "--context", help="g: gold passages | r: one random passage | gr: gold then random (the paper's best) | gg: gold twice."),
+        order: str = typer.Option("gold_first", "--order", help="gold_first: the context's own order (the paper's) | shuffled: a seeded order per question."),
         out: Path = typer.Option(..., "--out", help="Output HF directory, adapters merged: --model hf:OUT (resumed when a run was interrupted)."),
         model: str = typer.Option("bundled", "--model", help=f"Model to fine-tune: {MODEL_HELP}."),
         exemplars: str = typer.Option("default", "--exemplars", help="Worked-example style of the prompt, as eval's --exemplars."),
@@ -188,12 +189,13 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
     ) -> None:
         """Generator fine-tuning (RAG best practices): answer-only loss with gold, random or mixed passages."""
         with user_errors():
-            from dynrag.training.reader_examples import check_context
+            from dynrag.training.reader_examples import check_context, check_order
             from dynrag.training.reader_train import ReaderRequest, run_reader
 
             check_context(context)
+            check_order(order)
             options = train_options(option, method=method or "lora", lr=lr, epochs=epochs, max_steps=max_steps,
                                     schedule=schedule, batch_size=batch_size, save_every=save_every, threads=threads)
-            req = ReaderRequest(dataset, list(data), out, context, model, exemplars, limit, options)
+            req = ReaderRequest(dataset, list(data), out, context, model, exemplars, limit, options, order)
             report = run_reader(req, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")

@@ -27,7 +27,15 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from dynrag.training.reader_examples import EVAL_CONTEXTS, RandomPassages, as_hits, context_passages, gold_passages
+from dynrag.training.reader_examples import (
+    EVAL_CONTEXTS,
+    ORDER_HELP,
+    RandomPassages,
+    as_hits,
+    check_order,
+    context_passages,
+    gold_passages,
+)
 from dynrag.errors import ConfigError, DataError
 from dynrag.datasets.examples import QAExample
 from dynrag.datasets.loaders import load_examples
@@ -67,6 +75,7 @@ class Figure3Request:
     max_new_tokens: int = 64
     seed: int = 0
     run: bool = True
+    order: str = "gold_first"  # the passages' order in each prompt, as the readers were trained
 
 
 def reader_spec(value: str) -> str:
@@ -92,7 +101,8 @@ def rows(req: Figure3Request) -> list[tuple[str, str, str]]:
 
 
 def cell_dir(req: Figure3Request, resolved_model: str, context: str) -> Path:
-    return Path(req.out) / slug(resolved_model) / req.dataset / f"figure3-{context}-n{req.limit or 'all'}"
+    shuffled = "-shuffled" if req.order == "shuffled" else ""
+    return Path(req.out) / slug(resolved_model) / req.dataset / f"figure3-{context}-n{req.limit or 'all'}{shuffled}"
 
 
 def cell_config(req: Figure3Request, resolved_model: str, context: str, data_sha256: str) -> dict[str, Any]:
@@ -100,6 +110,7 @@ def cell_config(req: Figure3Request, resolved_model: str, context: str, data_sha
     return {"format": FORMAT, "model": resolved_model, "dataset": req.dataset, "data": str(req.data),
             "data_sha256": data_sha256, "limit": req.limit, "context": context, "exemplars": req.exemplars,
             "max_new_tokens": req.max_new_tokens, "seed": req.seed,
+            **({"order": req.order} if req.order != "gold_first" else {}),
             # the keys eval's open_run fills in for old eval configs, set here so they are never filled
             "retriever": None, "retriever_options": None, "scorer": "coverage"}
 
@@ -126,7 +137,8 @@ def summarize_cell(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_cell(model: Callable[[], Any], builder: PromptBuilder, questions: list[QAExample], draw: RandomPassages, context: str,
-             out: Path, config: dict[str, Any], max_new_tokens: int, console: Console, progress: bool) -> dict[str, Any]:
+             out: Path, config: dict[str, Any], max_new_tokens: int, console: Console, progress: bool,
+             order: str = "gold_first") -> dict[str, Any]:
     """Answer (or resume) every question of one cell; returns its summary (also OUT/summary.json).
     ``model()`` gives the model, loaded on first need (a finished cell loads none)."""
     with lock_run(out):
@@ -142,7 +154,8 @@ def run_cell(model: Callable[[], Any], builder: PromptBuilder, questions: list[Q
         with PredictionWriter(out) as writer, progress_bar(f"{context}", len(questions), len(questions) - len(todo),
                                                            console, progress, unit="questions") as bar:
             for ex in todo:
-                passages = context_passages(context, gold_passages(ex), draw.for_question(ex))
+                passages = context_passages(context, gold_passages(ex), draw.for_question(ex), order,
+                                            f"{draw.seed}:{ex.id}")
                 started = time.perf_counter()
                 trace = Trace(ex.question, "single", getattr(lm, "name", "model"), {"context": context})
                 answer = answer_once(lm, builder, trace, ex.question, as_hits(passages) or None, max_new_tokens, started)
@@ -206,7 +219,7 @@ def figure3(req: Figure3Request, *, console: Console | None = None, progress: bo
         for context, out in dirs.items():
             config = cell_config(req, resolved[key], context, sha)
             results[(key, context)] = run_cell(model, builder, questions, draw, context, out, config,
-                                               req.max_new_tokens, console, progress)
+                                               req.max_new_tokens, console, progress, req.order)
     return {"request": req, "rows": table_rows, "results": results, "cells": cells, "n": len(questions)}
 
 
@@ -246,7 +259,8 @@ def render_figure3(report: dict[str, Any]) -> str:
     lines = [
         "# RAG best practices, Figure 3: generator fine-tuning", "",
         f"Ours: {req.dataset} `{req.data}`, first {req.limit or 'all'} questions ({report['n']}), base model "
-        f"`{req.model}`, the `single` prompt ({req.exemplars} exemplars). Cells: ground-truth coverage of the final "
+        f"`{req.model}`, the `single` prompt ({req.exemplars} exemplars), passages "
+        f"{'in a seeded order per question' if req.order == 'shuffled' else 'gold first'}. Cells: ground-truth coverage of the final "
         "answer (coverage of the whole generated text / EM in brackets). No paper column: the figure's values "
         "are not given in the paper's text.", "",
         "| model | " + " | ".join(TITLES[c] for c in EVAL_CONTEXTS) + " |",
@@ -266,12 +280,17 @@ def render_figure3(report: dict[str, Any]) -> str:
 
 
 def figure3_command(*, dataset: list[str], data: list[str], readers: dict[str, str], model: str, limit: int | None,
-                    out: Path, run: bool, console: Console, progress: bool) -> str:
-    """The `reproduce bestpractice-figure3` flags checked and run; returns the markdown."""
+                    out: Path, run: bool, console: Console, progress: bool, options: dict[str, str] | None = None) -> str:
+    """The `reproduce bestpractice-figure3` flags checked and run; returns the markdown. Its one
+    ``--option`` is ``order`` (gold_first | shuffled), which should match how the readers were trained."""
+    options = dict(options or {})
+    order = check_order(options.pop("order", "gold_first"), flag="--option order")
+    if options:
+        raise ConfigError(f"{NAME}: unknown --option {sorted(options)[0]!r}; the one option is order ({ORDER_HELP})")
     if len(dataset) != 1:
         raise ConfigError(f"{NAME} needs one --dataset (the format of --data), e.g. --dataset hotpotqa")
     if len(data) != 1:
         raise ConfigError(f"{NAME} needs one --data FILE: the dev questions with gold passages")
     path = data[0].split("=", 1)[1] if "=" in data[0] and not Path(data[0]).exists() else data[0]
-    req = Figure3Request(dataset[0], Path(path), parse_readers(readers), model, limit, out, run=run)
+    req = Figure3Request(dataset[0], Path(path), parse_readers(readers), model, limit, out, run=run, order=order)
     return render_figure3(figure3(req, console=console, progress=progress))

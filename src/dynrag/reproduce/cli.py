@@ -56,7 +56,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
                 text = figure3_command(dataset=list(dataset), data=list(data), readers=parse_pairs(reader, flag="--reader"),
                                        model=model, limit=limit, out=out, run=run, console=err,
-                                       progress=progress and err.is_terminal)
+                                       progress=progress and err.is_terminal,
+                                       options=parse_pairs(option, flag="--option"))
             elif table == "bestpractice-table1":
                 from dynrag.lm.spec import ModelSpec
                 from dynrag.reproduce.bestpractice_table1 import refuse_flags, table1_command

@@ -13,6 +13,11 @@ The random passage of a question is fixed by the seed and the question's id: a g
 `random.Random(f"{seed}:{id}")` picks one of the other questions, then one of its paragraphs (gold
 or distractor alike) that is not also a paragraph of this question (else it picks another question).
 
+The passages come in that order (``gold_first``, the paper's layout), or, with ``shuffled``, in an
+order drawn by `random.Random(f"dynrag-passage-order:{seed}:{id}")`: gold first in every training
+prompt lets a reader learn "the answer is in the first passages" instead of reading, and the
+shuffled order tells the two apart. Training and evaluation draw the order by the same rule.
+
 The prompt is `PromptBuilder.build(question, passages)` (the exemplars `single` shows, the passages
 as [1]..[k], the question, "Answer:"); the learned part is the answer line
 " {answer phrase} {gold answer}." and the end-of-sequence token. Everything before it is -100: the
@@ -36,6 +41,8 @@ TRAIN_CONTEXTS = ("g", "r", "gr", "gg")
 EVAL_CONTEXTS = ("g", "r", "gr", "none")
 CONTEXT_HELP = ("g: gold passages | r: one random passage of another question | gr: gold then random | "
                 "gg: gold twice")
+PASSAGE_ORDERS = ("gold_first", "shuffled")
+ORDER_HELP = "gold_first: the context's own order (the paper's) | shuffled: a seeded order per question"
 
 
 def check_context(context: str, choices: Sequence[str] = TRAIN_CONTEXTS, flag: str = "--context") -> str:
@@ -74,13 +81,25 @@ class RandomPassages:
         return None
 
 
-def context_passages(context: str, gold: list[Passage], rand: Passage | None) -> list[Passage]:
-    """The passages of a context mode, in prompt order."""
+def check_order(order: str, flag: str = "--order") -> str:
+    if order not in PASSAGE_ORDERS:
+        raise ConfigError(f"{flag} {order!r}: choose one of {', '.join(PASSAGE_ORDERS)}")
+    return order
+
+
+def context_passages(context: str, gold: list[Passage], rand: Passage | None, order: str = "gold_first",
+                     key: str = "") -> list[Passage]:
+    """The passages of a context mode, in prompt order; ``shuffled`` draws the order from ``key``
+    (the seed and the question's id)."""
     if context == "none":
         return []
     if context in ("r", "gr") and rand is None:
         raise ValueError("no random passage: no other question has paragraphs")
-    return {"g": gold, "r": [rand], "gr": [*gold, rand], "gg": [*gold, *gold]}[context]  # type: ignore[list-item]
+    passages = {"g": gold, "r": [rand], "gr": [*gold, rand], "gg": [*gold, *gold]}[context]
+    if check_order(order) == "shuffled":
+        passages = list(passages)
+        random.Random(f"dynrag-passage-order:{key}").shuffle(passages)
+    return passages  # type: ignore[return-value]
 
 
 def as_hits(passages: list[Passage]) -> list[Hit]:
@@ -111,8 +130,9 @@ class Built:
 
 
 def build_reader_examples(tokenizer: Any, builder: PromptBuilder, questions: Sequence[QAExample], context: str,
-                          max_tokens: int, seed: int = 0) -> Built:
+                          max_tokens: int, seed: int = 0, order: str = "gold_first") -> Built:
     check_context(context)
+    check_order(order)
     draw = RandomPassages(questions, seed)
     built = Built([])
     for ex in questions:
@@ -120,7 +140,8 @@ def build_reader_examples(tokenizer: Any, builder: PromptBuilder, questions: Seq
         if not gold or not ex.answers:
             built.no_gold += 1
             continue
-        item = reader_example(tokenizer, builder, ex, context_passages(context, gold, draw.for_question(ex)))
+        passages = context_passages(context, gold, draw.for_question(ex), order, f"{seed}:{ex.id}")
+        item = reader_example(tokenizer, builder, ex, passages)
         if len(item) > max_tokens:
             built.too_long += 1
             continue

@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 
 from dynrag.training.supervised import already_trained, finish, train_masked, training_model
-from dynrag.training.reader_examples import build_reader_examples, check_context
+from dynrag.training.reader_examples import build_reader_examples, check_context, check_order
 from dynrag.training.trainer import TrainOptions, schedule_meta
 from dynrag.errors import DataError
 from dynrag.datasets.examples import QAExample
@@ -42,6 +42,7 @@ class ReaderRequest:
     exemplars: str = "default"  # the worked-example style of the prompt (as `--exemplars` of eval)
     limit: int | None = None  # only the first N questions (over all files)
     options: TrainOptions = field(default_factory=lambda: TrainOptions(method="lora"))
+    order: str = "gold_first"  # the passages' order in each prompt (training/reader_examples.py)
 
 
 def load_training_questions(dataset: str, paths: list[Path], limit: int | None) -> list[QAExample]:
@@ -57,13 +58,15 @@ def load_training_questions(dataset: str, paths: list[Path], limit: int | None) 
 def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
     console = console or Console(stderr=True)
     check_context(req.context)
+    check_order(req.order)
     builder = PromptBuilder.for_dataset(req.exemplars)  # an unknown style fails before the model loads
     options, out = req.options, Path(req.out)
     questions = load_training_questions(req.dataset, list(req.data), req.limit)
     if (finished := already_trained(out, console)) is not None:
         return finished
     with training_model(out, req.model, options, progress) as (model, tokenizer, source, options, device):
-        built = build_reader_examples(tokenizer, builder, questions, req.context, options.max_tokens, options.seed)
+        built = build_reader_examples(tokenizer, builder, questions, req.context, options.max_tokens, options.seed,
+                                      req.order)
         examples = built.examples
         if not examples:
             raise DataError(str(req.data[0]), f"no usable question: {built.no_gold} without gold passages, "
@@ -74,7 +77,8 @@ def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: 
                 console.print(f"[yellow]left out {count} questions {why}[/yellow]")
         records, lr, steps = train_masked(
             model, tokenizer, examples, options, device, model_spec=req.model, out=out,
-            identity={"context": req.context}, headline=f"reader ({req.context}): {len(examples)} questions",
+            identity={"context": req.context, **({"order": req.order} if req.order != "gold_first" else {})},
+            headline=f"reader ({req.context}, {req.order}): {len(examples)} questions",
             description=f"reader {req.context}", console=console, progress=progress,
         )
         files = list(req.data)
