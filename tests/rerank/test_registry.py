@@ -5,7 +5,7 @@ import pytest
 from dynrag.errors import ConfigError
 from dynrag.methods.chain import ChainOptions
 from dynrag.rerank.embedding import EmbeddingReranker
-from dynrag.rerank.registry import RERANKERS
+from dynrag.rerank.registry import RERANKERS, reranker_traits
 from tests.fakes import HashEmbedder
 
 
@@ -29,3 +29,9 @@ def test_openers_load_the_embedder_only_when_they_need_it():
     with pytest.raises(ConfigError, match="no-such-dir: no such directory"):
         RERANKERS.open("cross_encoder", {"rerank_model": "no-such-dir"}, lm=None, embedder=embedder)
     assert loads == [1]
+
+
+def test_only_the_lm_reranker_asks_for_the_answering_model():
+    assert [name for name in RERANKERS.names() if reranker_traits(name).uses_answering_model] == ["lm"]
+    with pytest.raises(ConfigError, match="unknown reranker 'bm25'"):
+        reranker_traits("bm25")

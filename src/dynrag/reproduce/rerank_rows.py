@@ -23,7 +23,7 @@ def rerank_row(row: RetrievalRow, first_stage: Path, passages_file: Path, questi
     """Rerank ``first_stage``'s rankings (a finished row directory) into ``out``; returns its summary."""
     from dynrag.corpus.readers import read_passages
     from dynrag.progress import stderr_bar
-    from dynrag.rerank.registry import RERANKERS
+    from dynrag.rerank.registry import RERANKERS, reranker_traits
     from dynrag.retrieval.base import Hit
     from dynrag.retrieval.embedder import Embedder
     from dynrag.run.assemble import open_model
@@ -36,7 +36,8 @@ def rerank_row(row: RetrievalRow, first_stage: Path, passages_file: Path, questi
     done = {r["id"]: r for r in read_jsonl(out / "rankings.jsonl", repair=True)}
     # Only the reranker that needs a model loads it: the LM reranker the answering model, the
     # embedding reranker (through ``embedder``, called once when it is opened) the sentence embedder.
-    reranker = RERANKERS.open(row.rerank, dict(row.options), lm=open_model(model, progress) if row.rerank == "lm" else None,
+    needs_model = reranker_traits(row.rerank).uses_answering_model
+    reranker = RERANKERS.open(row.rerank, dict(row.options), lm=open_model(model, progress) if needs_model else None,
                               embedder=Embedder.load)
     todo = [r for r in rankings if r["id"] not in done]
     if done:

@@ -9,6 +9,7 @@ needs neither loads nothing. Option names are the chain's own (``rerank_model``)
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
@@ -17,6 +18,17 @@ from dynrag.registry import Options, Registry
 from dynrag.rerank.base import Reranker
 
 RERANKERS: Registry[Reranker] = Registry("reranker")
+
+
+@dataclass(frozen=True)
+class RerankerTraits:
+    """What a reranker needs, read from its entry before it is opened."""
+
+    uses_answering_model: bool = False  # ranks with the model that answers (the opener's ``lm``)
+
+
+def reranker_traits(name: str) -> RerankerTraits:
+    return RERANKERS.get(name).traits or RerankerTraits()
 
 
 class LMRerankOptions(Options):
@@ -28,7 +40,8 @@ class CrossEncoderOptions(Options):
     rerank_device: str = "auto"  # where it runs: auto, cpu, cuda, cuda:N, mps
 
 
-@RERANKERS.register("lm", LMRerankOptions, summary="the answering model's P(yes) that a passage helps (pointwise)")
+@RERANKERS.register("lm", LMRerankOptions, summary="the answering model's P(yes) that a passage helps (pointwise)",
+                    traits=RerankerTraits(uses_answering_model=True))
 def open_lm(options: LMRerankOptions, *, lm: Any, embedder: Callable[[], Any]) -> Reranker:
     from dynrag.rerank.lm_pointwise import LMPointwiseReranker
 
