@@ -36,9 +36,12 @@ READING_EXEMPLARS = (
 )
 
 
+READING_INSTRUCTION = "Answer each question from its passage with a short answer."
+
+
 def reading_prompt(passage: str, question: str, frame: ChatFrame | None = None) -> str:
     shots = "".join(f"Passage: {p}\nQuestion: {q}\nAnswer: {a}\n\n" for p, q, a in READING_EXEMPLARS)
-    return in_style(frame, "Answer each question from its passage with a short answer.",
+    return in_style(frame, READING_INSTRUCTION,
                     f"{shots}Passage: {passage}\nQuestion: {question}")
 
 

@@ -51,7 +51,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 seed=seed, people=people, companies=companies, schools=schools, towns=towns,
                 distractor_share=distractor_share, real_facts=real_facts, questions=questions,
                 comparisons=comparisons, train_share=train_share, dev_share=dev_share), "world make")
-            manifest = _make(options, out, model, max_new_tokens, progress)
+            from dynrag.world.probe import make_probed
+
+            manifest = make_probed(options, out, model, max_new_tokens, Console(stderr=True), progress)
             sys.stdout.write(json.dumps({"out": str(out), "model": manifest["model"], "counts": manifest["counts"]},
                                         indent=2) + "\n")
 
@@ -121,22 +123,40 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                                          "steps": report.get("steps"), "seconds_per_step": report.get("seconds_per_step"),
                                          **report["probe"]}, indent=2) + "\n")
 
+    @world.command("reader")
+    def reader_command(
+        out: Path = typer.Option(..., "--out", metavar="DIR", help="Output HF directory (--model hf:DIR), resumed when "
+                                 "interrupted; OUT/worlds holds the training worlds."),
+        seeds: str = typer.Option("101,102", "--seeds", metavar="N,N", help="Seeds of the training worlds."),
+        test_seed: int = typer.Option(1, "--test-seed", metavar="N", help="Seed of the world the reader will be tested "
+                                      "on (default sizes): refused as a training seed, its invented names kept out."),
+        model: str = typer.Option("bundled", "--model", metavar="SPEC", help=f"Model to adapt ({MODEL_HELP})."),
+        epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the examples (default 2)."),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        option: list[str] = typer.Option([], "--option", help="Other option KEY=VALUE (lr, replay_share, others, "
+                                         "pack_tokens, batch_size, method, params, lora_rank, seed, ...)."),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+    ) -> None:
+        """Adapt a model into a reader of world passages, trained on worlds of other seeds."""
+        with user_errors():
+            from dynrag.errors import ConfigError
+            from dynrag.registry import parse_model, parse_pairs
+            from dynrag.world.entities import WorldOptions
+            from dynrag.world.reader import ReaderOptions, ReaderRequest, run_reader
+
+            try:
+                seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+            except ValueError:
+                raise ConfigError(f"--seeds {seeds}: expected seeds separated by commas, e.g. 101,102") from None
+            flags = dict(epochs=epochs, max_steps=max_steps, threads=threads)
+            values = {k: v for k, v in flags.items() if v is not None} | parse_pairs(option)
+            options = parse_model(ReaderOptions, values, "world reader")
+            report = run_reader(ReaderRequest(out, seed_list, model, WorldOptions(seed=test_seed), options),
+                                console=Console(stderr=True), progress=progress)
+            sys.stdout.write(json.dumps({"out": str(out), "model": f"hf:{out}", "steps": report.get("steps"),
+                                         "examples_per_epoch": report.get("examples_per_epoch"),
+                                         "seconds_per_step": report.get("seconds_per_step")}, indent=2) + "\n")
+
     app.add_typer(world, name="world")
 
-
-def _make(options, out: Path, model: str | None, max_new_tokens: int, progress: bool) -> dict:
-    from dynrag.world.bank import BY_ID
-    from dynrag.world.entities import generate
-    from dynrag.world.knowledge import Knowledge
-    from dynrag.world.make import make_world
-
-    knowledge = Knowledge()
-    if model is not None:
-        from dynrag.lm.loader import load_lm
-        from dynrag.world.probe import probe_world
-
-        facts = [BY_ID[f.id] for f in generate(options).facts if f.real]
-        lm = load_lm(model, progress=progress)
-        record = probe_world(lm, model, facts, out, Console(stderr=True), progress, max_new_tokens)
-        knowledge = Knowledge(model, {k: v["verdict"] for k, v in record["facts"].items()})
-    return make_world(options, out, knowledge)

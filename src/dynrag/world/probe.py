@@ -20,9 +20,10 @@ from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.lm.chat import ChatFrame
 from dynrag.methods.prompting import chat_frame
 from dynrag.progress import progress_bar
-from dynrag.world.bank import RealFact, phrasings
-from dynrag.world.knowledge import VERDICTS, verdict
-from dynrag.world.make import knowledge_path, model_tag
+from dynrag.world.bank import BY_ID, RealFact, phrasings
+from dynrag.world.entities import WorldOptions, generate
+from dynrag.world.knowledge import VERDICTS, Knowledge, verdict
+from dynrag.world.make import knowledge_path, make_world, model_tag
 
 EXEMPLARS = (
     ("What is the capital of Japan?", "Tokyo"),
@@ -121,3 +122,17 @@ def probe_world(lm: Any, model: str, facts: Sequence[RealFact], world: Path, con
     record = knowledge_record(model, facts, answers)
     atomic_write_json(knowledge_path(world, model), record)
     return record
+
+
+def make_probed(options: WorldOptions, out: Path, model: str | None, max_new_tokens: int, console: Console,
+                progress: bool = True) -> dict[str, Any]:
+    """``world make``: probe ``model`` on the world's real facts (none without a model), then write
+    the world; returns its manifest."""
+    knowledge = Knowledge()
+    if model is not None:
+        from dynrag.lm.loader import load_lm
+
+        facts = [BY_ID[f.id] for f in generate(options).facts if f.real]
+        record = probe_world(load_lm(model, progress=progress), model, facts, out, console, progress, max_new_tokens)
+        knowledge = Knowledge(model, {k: v["verdict"] for k, v in record["facts"].items()})
+    return make_world(options, out, knowledge)

@@ -191,10 +191,6 @@ def _train(req: TeachRequest, world: World, taught: Sequence[Fact], train: Seque
                   f"{describe_schedule(options, lr, len(batches))}")
     records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
                          identity=identity, console=console, progress=progress, description="teach")
-    if options.method == "lora":
-        merge_lora(model)
-    model.eval()
-    seconds = sum(r["seconds"] for r in records)
     meta = {
         "stage": "teach",
         "base_model": resolve_model(req.model),
@@ -208,13 +204,25 @@ def _train(req: TeachRequest, world: World, taught: Sequence[Fact], train: Seque
         "learned_tokens": sum(sum(label != IGNORE for label in r.labels) for r in rows),
         "lr": lr,
         "lr_schedule": schedule_meta(options, lr, len(batches)),
+    }
+    return finish(model, tokenizer, out, options.method, records, meta, f"teach ({options.method}/{options.params}, {meta['base_model']})")
+
+
+def finish(model: Any, tokenizer: Any, out: Path, method: str, records: Sequence[dict[str, Any]], meta: dict[str, Any],
+           title: str) -> dict[str, Any]:
+    """After the last step: LoRA merged, the HF directory written with ``meta`` and the step figures,
+    the loss curve drawn, the checkpoint removed; returns the meta written."""
+    if method == "lora":
+        merge_lora(model)
+    model.eval()
+    seconds = sum(r["seconds"] for r in records)
+    meta = meta | {
         "steps": len(records),
         "first_loss": records[0]["loss"] if records else None,
         "final_loss": records[-1]["loss"] if records else None,
         "seconds_per_step": round(seconds / len(records), 3) if records else None,
     }
     save_model_dir(model, tokenizer, out, meta)
-    plot_loss(records, out / "loss.png", f"teach ({options.method}/{options.params}, {meta['base_model']})")
+    plot_loss(list(records), out / "loss.png", title)
     drop_checkpoint(out)
     return meta
-

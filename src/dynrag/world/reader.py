@@ -1,0 +1,199 @@
+"""``dynrag world reader``: adapt a model into a reader of the world's passages on worlds made with
+*other* seeds, so that the world it is later tested on cannot leak into its training.
+
+    OUT/worlds/seed-N/     each training world, made and probed with the base model (resumable)
+    OUT/config.json, model.safetensors, tokenizer files   an HF directory: --model hf:OUT
+    OUT/deeprag.json       marks it complete; seeds, the avoided world, row counts
+    OUT/train_log.jsonl    one line per optimizer step; OUT/checkpoint/ while training
+
+Rows: every one-hop fictional question of each training world's train split, asked over its gold
+passage and up to two of the record's other passages in a seeded order, in the prompt style
+``world check`` reads with; and as many closed-book questions on real facts the base model was
+probed to know (replay), so that what it knows is kept. An example that names an invented entity
+of the test world (``avoid``) is dropped and counted: two seeds can draw the same made-up name.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from pydantic import Field
+from rich.console import Console
+
+from dynrag.errors import ConfigError
+from dynrag.io.jsonl import read_jsonl
+from dynrag.io.lock import DirectoryLock
+from dynrag.lm.chat import ChatFrame
+from dynrag.lm.loader import resolve_model
+from dynrag.training.examples import IGNORE, examples_fingerprint
+from dynrag.training.models import is_complete, load_trainable, read_meta
+from dynrag.training.trainer import (
+    TrainOptions, describe_schedule, identity_options, pin_threads, schedule_meta, settle_method, train_loop,
+)
+from dynrag.world.bank import BY_ID, RealFact
+from dynrag.world.check import READING_INSTRUCTION
+from dynrag.world.entities import World, WorldOptions, generate
+from dynrag.world.make import base_verdicts, read_manifest
+from dynrag.world.probe import INSTRUCTION, in_style, make_probed
+from dynrag.world.teach import finish, pack, row_loss, tokenize, trainable
+from dynrag.world.teach_text import TextExample, replay_examples
+
+DEFAULT_SEEDS = (101, 102)
+
+
+class ReaderOptions(TrainOptions):
+    method: Literal["auto", "full", "lora"] = Field("lora", description="LoRA on the MLPs (default) or a full fine-tune")
+    params: Literal["all", "no_embeddings", "mlp"] = Field("mlp", description="what is trained (see world teach)")
+    replay_share: float = Field(1.0, ge=0, description="replayed known real facts per reading example")
+    others: int = Field(2, ge=0, description="passages beside the gold one in a reading example")
+    pack_tokens: int = Field(512, ge=16, description="examples are packed into rows of at most this many tokens")
+    epochs: int = Field(2, ge=1)
+    batch_size: int = Field(1, ge=1, description="packed rows per step")
+    schedule: Literal["constant", "cosine"] = "constant"
+    warmup_ratio: float = Field(0.05, ge=0, lt=1)
+    lr: float | None = Field(5e-4, gt=0)
+
+
+@dataclass
+class ReaderRequest:
+    out: Path
+    seeds: Sequence[int] = DEFAULT_SEEDS
+    model: str = "bundled"
+    avoid: WorldOptions = field(default_factory=WorldOptions)
+    options: ReaderOptions = field(default_factory=ReaderOptions)
+    max_new_tokens: int = 8
+
+
+def invented_names(world: World) -> list[str]:
+    """The made-up names of a world (its fictional entities), longest first."""
+    return sorted({e.name for e in world.entities if not e.real}, key=len, reverse=True)
+
+
+def reading_pool(records: Sequence[dict[str, Any]], frame: ChatFrame | None, others: int,
+                 rng: random.Random) -> list[TextExample]:
+    """One reading example per one-hop fictional bridge question: the gold passage among up to
+    ``others`` of the record's other passages, shuffled."""
+    pool = []
+    for r in records:
+        hops = r["question_decomposition"]
+        if r["world"]["kind"] != "bridge" or len(hops) != 1 or hops[0]["real"]:
+            continue
+        gold = hops[0]["paragraph_support_idx"]
+        rest = [p for p in r["paragraphs"] if p["idx"] != gold]
+        chosen = [r["paragraphs"][gold]] + rng.sample(rest, min(others, len(rest)))
+        rng.shuffle(chosen)
+        passages = "\n".join(f"Passage: {p['paragraph_text']}" for p in chosen)
+        prompt = in_style(frame, READING_INSTRUCTION, f"{passages}\nQuestion: {r['question']}")
+        pool.append(TextExample("reading", prompt, f" {r['answer']}"))
+    return pool
+
+
+def replay_in_style(known: Sequence[RealFact], frame: ChatFrame | None, rng: random.Random, n: int) -> list[TextExample]:
+    """``n`` closed-book questions on known real facts, in the probe's prompt style."""
+    out = []
+    for ex in replay_examples(known, rng, n):
+        question = ex.given.removeprefix("Question: ").removesuffix("\nAnswer:")
+        out.append(TextExample("replay", in_style(frame, INSTRUCTION, f"Question: {question}"), ex.learned))
+    return out
+
+
+def drop_leaks(examples: Sequence[TextExample], names: Sequence[str]) -> tuple[list[TextExample], int]:
+    """(examples naming none of ``names``, how many were dropped)."""
+    kept = [ex for ex in examples if not any(name in ex.text for name in names)]
+    return kept, len(examples) - len(kept)
+
+
+def check_seeds(seeds: Sequence[int], avoid: WorldOptions) -> None:
+    if not seeds:
+        raise ConfigError("--seeds: give at least one training world's seed")
+    if avoid.seed in seeds:
+        raise ConfigError(f"--seeds {','.join(map(str, seeds))}: seed {avoid.seed} is the test world's; "
+                          "train on worlds of other seeds")
+
+
+def training_worlds(req: ReaderRequest, console: Console, progress: bool) -> list[Path]:
+    """Each training world under OUT/worlds, made and probed with the base model unless already there."""
+    dirs = []
+    for seed in req.seeds:
+        world = Path(req.out) / "worlds" / f"seed-{seed}"
+        manifest = world / "manifest.json"
+        if not (manifest.exists() and read_manifest(world).get("model") == req.model):
+            console.print(f"reader: making the training world of seed {seed} (probed with {req.model})")
+            make_probed(req.avoid.model_copy(update={"seed": seed}), world, req.model, req.max_new_tokens, console,
+                        progress)
+        dirs.append(world)
+    return dirs
+
+
+def reader_examples(worlds: Sequence[Path], frame: ChatFrame | None, options: ReaderOptions, avoid: World,
+                    epoch: int) -> tuple[list[TextExample], dict[str, int]]:
+    """One epoch's examples from every training world, leaks dropped, in a seeded order."""
+    rng = random.Random(f"dynrag-world-reader:{options.seed}:{epoch}")
+    reading: list[TextExample] = []
+    known: dict[str, RealFact] = {}
+    for world in worlds:
+        reading += reading_pool(read_jsonl(world / "train.jsonl", whole=True), frame, options.others, rng)
+        verdicts = base_verdicts(world, read_manifest(world))
+        known |= {fid: BY_ID[fid] for fid, v in sorted(verdicts.items()) if v == "known"}
+    replay = replay_in_style(list(known.values()), frame, rng, round(options.replay_share * len(reading)))
+    kept, dropped = drop_leaks(reading + replay, invented_names(avoid))
+    rng.shuffle(kept)
+    counts = {"reading": sum(ex.kind == "reading" for ex in kept), "replay": sum(ex.kind == "replay" for ex in kept),
+              "dropped_for_naming_the_test_world": dropped}
+    return kept, counts
+
+
+def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+    """Make the training worlds, then train (or resume, or skip when OUT is complete)."""
+    console = console or Console(stderr=True)
+    check_seeds(req.seeds, req.avoid)
+    pin_threads(req.options)
+    with DirectoryLock(Path(req.out), "training directory"):
+        if is_complete(Path(req.out)):
+            console.print(f"{req.out} already holds the reader")
+            return read_meta(Path(req.out))
+        worlds = training_worlds(req, console, progress)
+        return _train(req, worlds, console, progress)
+
+
+def _train(req: ReaderRequest, worlds: list[Path], console: Console, progress: bool) -> dict[str, Any]:
+    out, options = Path(req.out), req.options
+    model, tokenizer, source = load_trainable(req.model, progress=progress)
+    settled = settle_method(options, model)
+    frame = None  # hf:OUT is prompted in plain text unless asked otherwise (?prompt=chat)
+    avoid = generate(req.avoid)
+    rows, batches, counts = [], [], {}
+    for epoch in range(options.epochs):
+        examples, counts = reader_examples(worlds, frame, options, avoid, epoch)
+        first = len(rows)
+        rows += pack([tokenize(tokenizer, ex) for ex in examples], options.pack_tokens, f"e{epoch}")
+        order = list(range(first, len(rows)))
+        batches += [order[i:i + options.batch_size] for i in range(0, len(order), options.batch_size)]
+    batches = batches[: options.max_steps] if options.max_steps else batches
+    params = trainable(model, settled)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def step(batch: list[int]) -> dict[str, float]:
+        loss, stats = row_loss(model, [rows[i] for i in batch], pad)
+        loss.backward()
+        return {"loss": loss.item(), **stats}
+
+    identity = {"data": examples_fingerprint(rows), "model": resolve_model(req.model),
+                "options": identity_options(settled), "seeds": list(req.seeds)}
+    console.print(f"reader: {counts['reading']} reading and {counts['replay']} replay examples an epoch from seeds "
+                  f"{', '.join(map(str, req.seeds))} ({counts['dropped_for_naming_the_test_world']} dropped for naming "
+                  f"the test world), {len(rows)} packed rows, {len(batches)} steps, "
+                  f"{describe_schedule(settled, settled.lr, len(batches))}")
+    records = train_loop(params=params, batches=batches, step_fn=step, options=settled, lr=settled.lr, out=out,
+                         identity=identity, console=console, progress=progress, description="reader")
+    meta = {
+        "stage": "world-reader", "base_model": resolve_model(req.model), "base_source": source,
+        "seeds": list(req.seeds), "avoided_world": {"seed": req.avoid.seed}, "examples_per_epoch": counts,
+        "method": settled.method, "options": settled.model_dump(), "rows": len(rows),
+        "learned_tokens": sum(sum(label != IGNORE for label in r.labels) for r in rows),
+        "lr_schedule": schedule_meta(settled, settled.lr, len(batches)),
+    }
+    return finish(model, tokenizer, out, settled.method, records, meta, f"world reader ({settled.method}, {meta['base_model']})")
