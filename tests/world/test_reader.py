@@ -14,7 +14,7 @@ from dynrag.world.entities import generate
 from dynrag.world.knowledge import Knowledge
 from dynrag.world.make import make_world
 from dynrag.world.reader import (
-    ReaderOptions, ReaderRequest, check_seeds, drop_leaks, invented_names, reader_examples, run_reader,
+    ReaderOptions, ReaderRequest, check_seeds, drop_leaks, invented_names, load_training_world, reader_examples, run_reader,
 )
 from dynrag.world.teach_text import TextExample
 from tests.cli_inprocess import run_in_process
@@ -26,12 +26,12 @@ TRAIN_SEEDS = (11, 12)
 
 
 @pytest.fixture(scope="module")
-def training_worlds(tmp_path_factory) -> list[Path]:
+def training_worlds(tmp_path_factory) -> list:
     dirs = []
     for seed in TRAIN_SEEDS:
         out = tmp_path_factory.mktemp(f"seed-{seed}")
         make_world(TINY.model_copy(update={"seed": seed}), out, Knowledge())
-        dirs.append(out)
+        dirs.append(load_training_world(out))
     return dirs
 
 

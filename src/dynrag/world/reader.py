@@ -38,7 +38,7 @@ from dynrag.world.check import READING_INSTRUCTION
 from dynrag.world.entities import World, WorldOptions, generate
 from dynrag.world.make import base_verdicts, read_manifest
 from dynrag.world.probe import INSTRUCTION, in_style, make_probed
-from dynrag.world.teach import finish, pack, row_loss, tokenize, trainable
+from dynrag.world.teach import finish, packed_epochs, row_loss, trainable
 from dynrag.world.teach_text import TextExample, replay_examples
 
 DEFAULT_SEEDS = (101, 102)
@@ -93,11 +93,7 @@ def reading_pool(records: Sequence[dict[str, Any]], frame: ChatFrame | None, oth
 
 def replay_in_style(known: Sequence[RealFact], frame: ChatFrame | None, rng: random.Random, n: int) -> list[TextExample]:
     """``n`` closed-book questions on known real facts, in the probe's prompt style."""
-    out = []
-    for ex in replay_examples(known, rng, n):
-        question = ex.given.removeprefix("Question: ").removesuffix("\nAnswer:")
-        out.append(TextExample("replay", in_style(frame, INSTRUCTION, f"Question: {question}"), ex.learned))
-    return out
+    return replay_examples(known, rng, n, lambda question: in_style(frame, INSTRUCTION, f"Question: {question}"))
 
 
 def drop_leaks(examples: Sequence[TextExample], names: Sequence[str]) -> tuple[list[TextExample], int]:
@@ -128,16 +124,30 @@ def training_worlds(req: ReaderRequest, console: Console, progress: bool) -> lis
     return dirs
 
 
-def reader_examples(worlds: Sequence[Path], frame: ChatFrame | None, options: ReaderOptions, avoid: World,
+@dataclass(frozen=True)
+class TrainingWorld:
+    """What a training world gives the reader: its train records, and the real facts its probe
+    found known."""
+
+    records: list[dict[str, Any]]
+    known: dict[str, RealFact]
+
+
+def load_training_world(world: Path) -> TrainingWorld:
+    verdicts = base_verdicts(world, read_manifest(world))
+    return TrainingWorld(read_jsonl(Path(world) / "train.jsonl", whole=True),
+                         {fid: BY_ID[fid] for fid, v in sorted(verdicts.items()) if v == "known"})
+
+
+def reader_examples(worlds: Sequence[TrainingWorld], frame: ChatFrame | None, options: ReaderOptions, avoid: World,
                     epoch: int) -> tuple[list[TextExample], dict[str, int]]:
     """One epoch's examples from every training world, leaks dropped, in a seeded order."""
     rng = random.Random(f"dynrag-world-reader:{options.seed}:{epoch}")
     reading: list[TextExample] = []
     known: dict[str, RealFact] = {}
     for world in worlds:
-        reading += reading_pool(read_jsonl(world / "train.jsonl", whole=True), frame, options.others, rng)
-        verdicts = base_verdicts(world, read_manifest(world))
-        known |= {fid: BY_ID[fid] for fid, v in sorted(verdicts.items()) if v == "known"}
+        reading += reading_pool(world.records, frame, options.others, rng)
+        known |= world.known
     replay = replay_in_style(list(known.values()), frame, rng, round(options.replay_share * len(reading)))
     kept, dropped = drop_leaks(reading + replay, invented_names(avoid))
     rng.shuffle(kept)
@@ -165,14 +175,15 @@ def _train(req: ReaderRequest, worlds: list[Path], console: Console, progress: b
     settled = settle_method(options, model)
     frame = None  # hf:OUT is prompted in plain text unless asked otherwise (?prompt=chat)
     avoid = generate(req.avoid)
-    rows, batches, counts = [], [], {}
-    for epoch in range(options.epochs):
-        examples, counts = reader_examples(worlds, frame, options, avoid, epoch)
-        first = len(rows)
-        rows += pack([tokenize(tokenizer, ex) for ex in examples], options.pack_tokens, f"e{epoch}")
-        order = list(range(first, len(rows)))
-        batches += [order[i:i + options.batch_size] for i in range(0, len(order), options.batch_size)]
-    batches = batches[: options.max_steps] if options.max_steps else batches
+    sources = [load_training_world(world) for world in worlds]  # read once, sampled anew each epoch
+    counts: dict[str, int] = {}
+
+    def examples_of(epoch: int) -> list[TextExample]:
+        examples, counts_of_epoch = reader_examples(sources, frame, options, avoid, epoch)
+        counts.update(counts_of_epoch)
+        return examples
+
+    rows, batches = packed_epochs(tokenizer, examples_of, options)
     params = trainable(model, settled)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 

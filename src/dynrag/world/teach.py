@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from pydantic import Field
 from rich.console import Console
@@ -109,12 +109,20 @@ def pack(pieces: Sequence[tuple[list[int], list[int]]], width: int, tag: str) ->
 def build_rows(tokenizer: Any, world: World, taught: Sequence[Fact], train: Sequence[dict[str, Any]],
                options: TeachOptions, known: Sequence[RealFact] = ()) -> tuple[list[TrainExample], list[list[int]]]:
     """(packed rows of every epoch, the row indices of each step); ``known``: real facts to replay."""
+    return packed_epochs(tokenizer, lambda epoch: epoch_examples(
+        world, taught, train, options.seed, epoch, options.statements, options.reading_share, known,
+        options.replay_share), options)
+
+
+def packed_epochs(tokenizer: Any, examples_of: Callable[[int], Sequence[TextExample]],
+                  options: Any) -> tuple[list[TrainExample], list[list[int]]]:
+    """(packed rows of every epoch, the row indices of each step): each epoch's examples
+    (``examples_of(epoch)``) packed into rows of ``options.pack_tokens``, ``options.batch_size``
+    rows a step, cut at ``options.max_steps``."""
     rows: list[TrainExample] = []
     batches: list[list[int]] = []
     for epoch in range(options.epochs):
-        texts = epoch_examples(world, taught, train, options.seed, epoch, options.statements, options.reading_share,
-                               known, options.replay_share)
-        epoch_rows = pack([tokenize(tokenizer, t) for t in texts], options.pack_tokens, f"e{epoch}")
+        epoch_rows = pack([tokenize(tokenizer, t) for t in examples_of(epoch)], options.pack_tokens, f"e{epoch}")
         first = len(rows)
         rows += epoch_rows
         order = list(range(first, len(rows)))

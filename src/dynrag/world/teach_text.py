@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from dynrag.world.articles import TEMPLATES
 from dynrag.world.bank import RealFact, mention
@@ -181,13 +181,15 @@ def reading_examples(train_records: Sequence[dict[str, Any]], rng: random.Random
     return picked
 
 
-def replay_examples(known: Sequence[RealFact], rng: random.Random, n: int) -> list[TextExample]:
-    """``n`` closed-book questions on real facts the base model knows (``REPLAY_QA`` phrasings)."""
+def replay_examples(known: Sequence[RealFact], rng: random.Random, n: int,
+                    prompt: Callable[[str], str] = lambda q: f"Question: {q}\nAnswer:") -> list[TextExample]:
+    """``n`` closed-book questions on real facts the base model knows (``REPLAY_QA`` phrasings),
+    each put in ``prompt``."""
     picked: list[RealFact] = []
     while known and len(picked) < n:
         picked += rng.sample(list(known), min(len(known), n - len(picked)))
-    return [TextExample("replay", f"Question: {_fill(REPLAY_QA[f.relation], mention(f.subject), f.answer)}\nAnswer:",
-                        f" {f.answer}") for f in picked]
+    return [TextExample("replay", prompt(_fill(REPLAY_QA[f.relation], mention(f.subject), f.answer)), f" {f.answer}")
+            for f in picked]
 
 
 def epoch_examples(world: World, taught: Sequence[Fact], train_records: Sequence[dict[str, Any]], seed: int, epoch: int,
