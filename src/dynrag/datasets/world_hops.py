@@ -3,8 +3,9 @@
 A method that writes explicit sub-questions (``deeprag``) makes one decision per sub-question
 (``datasets/step_decisions.py`` reads them from its trace). The k-th decision is matched to the
 k-th hop of the question, in order; decisions beyond the question's hops are *extra*, hops beyond
-the decisions are *missing*, and neither enters the 2x2 table: they are counted beside it (``extra_decisions`` and how many of them retrieved,
-``missing_decisions`` and how many of those hops were unknown). A matched hop whose fact was not
+the decisions are *missing*, and neither enters the 2x2 table: they are counted beside it
+(``extra_decisions`` and how many of them retrieved, ``missing_decisions`` and how many of those
+hops were unknown). A matched hop whose fact was not
 probed (``known`` null) is counted as ``no_truth`` and left out too.
 
 The table here takes "retrieved" as the positive prediction and "this hop's fact is unknown" as the
