@@ -82,9 +82,7 @@ class RandomPassages:
 
 
 def check_order(order: str, flag: str = "--order") -> str:
-    if order not in PASSAGE_ORDERS:
-        raise ConfigError(f"{flag} {order!r}: choose one of {', '.join(PASSAGE_ORDERS)}")
-    return order
+    return check_context(order, PASSAGE_ORDERS, flag)
 
 
 def context_passages(context: str, gold: list[Passage], rand: Passage | None, order: str = "gold_first",
