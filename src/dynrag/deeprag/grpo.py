@@ -14,6 +14,8 @@ named recipes are in grpo_options.py; a rollout's step and retrieval limits are 
     OUT/rollouts.jsonl    every (step, question)'s group of rollouts, sampled once (rollout.py)
     OUT/train_log.jsonl   one line per step: loss, reward, em, f1, retrievals per question, kl, ...
     OUT/grpo.png          F1 and retrievals per question over the steps; OUT/loss.png the loss
+    OUT/dev_log.jsonl     with a dev check (grpo_dev.py): held-out questions answered greedily
+                          every few steps; OUT/grpo_dev.png their F1 and retrievals per question
     OUT/checkpoint/       while training (trainer.py): a rerun after kill -9 resumes from it
     OUT/config.json, model.safetensors, tokenizer files, deeprag.json   the HF directory at the end
 
@@ -41,6 +43,7 @@ from dynrag.training.losses import grpo_token_losses, learned_logprobs, learned_
 from dynrag.training.lora import lora_disabled
 from dynrag.training.models import is_complete, load_trainable, read_meta
 from dynrag.training.plot import plot_curves
+from dynrag.deeprag.grpo_dev import DevCheck, DevLog, dev_summary, refuse_overlap
 from dynrag.deeprag.grpo_options import GrpoOptions, settle_limits
 from dynrag.deeprag.rewards import RewardOptions, group_advantages
 from dynrag.deeprag.rollout import RolloutLog, sample_group
@@ -79,6 +82,7 @@ class GrpoRequest:
     skip_bad: bool = False
     retriever: str = "bm25"
     retriever_options: dict[str, Any] = field(default_factory=dict)
+    dev: DevCheck | None = None  # held-out questions checked every few steps (not part of the run's identity)
 
 
 def reward_options(options: GrpoOptions) -> RewardOptions:
@@ -127,6 +131,8 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
     console = console or Console(stderr=True)
     out = Path(req.out)
     examples, spec = load_training_questions(req, console)  # bad input fails before the model loads
+    if req.dev:
+        refuse_overlap(req.dev, examples)
     options = settle_limits(req.options, spec)
     if is_complete(out):
         console.print(f"{out} already holds a finished checkpoint; nothing to do (use another --out to train again)")
@@ -154,6 +160,8 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
                     "options": identity_options(options)}
         claim_run(out, identity)  # before any rollout is read back: they belong to this run's settings
         log = RolloutLog(out)
+        dev_log = DevLog(out, req.dev) if req.dev else None
+        after_step = (lambda taken: dev_log.after_step(taken, len(batches), policy)) if dev_log else None
 
         def step(batch: list[int]) -> dict[str, float]:
             number = batch[0] // per_step
@@ -165,7 +173,8 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
                       f"at most {options.max_subqueries} sub-questions and {options.max_retrievals} retrievals")
         try:
             records = train_loop(params=params, batches=batches, step_fn=step, options=options, lr=lr, out=out,
-                                 identity=identity, console=console, progress=progress, description="grpo")
+                                 identity=identity, console=console, progress=progress, description="grpo",
+                                 after_step=after_step)
         finally:
             log.close()
         plot_curves(records, out / "grpo.png", f"grpo ({options.method}, {resolve_model(req.model)})",
@@ -173,6 +182,9 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
         meta = {"stage": "grpo", "base_model": resolve_model(req.model), "base_source": source, "lr": lr,
                 "lr_schedule": schedule_meta(options, lr, len(batches)), "questions": len(examples),
                 "final_reward": records[-1]["reward"] if records else None}
+        if dev_log:
+            dev_log.plot(f"grpo on held-out questions ({options.method}, {resolve_model(req.model)})")
+            meta["dev"] = [dev_summary(r) for r in sorted(dev_log.records.values(), key=lambda r: r["step"])]
         return finish(model, tokenizer, out, options, records, meta, {"shots": policy.method.narrative.shots})
 
 

@@ -147,11 +147,15 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE."),
         aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
         skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
+        dev_data: Optional[Path] = typer.Option(None, "--dev-data", help="Held-out questions (same format as --data) answered greedily every --dev-every steps and at steps 0 and last: OUT/dev_log.jsonl, OUT/grpo_dev.png."),
+        dev_limit: Optional[int] = typer.Option(None, "--dev-limit", help="Only the first N questions of --dev-data."),
+        dev_every: int = typer.Option(5, "--dev-every", help="Check --dev-data every N steps (default 5; a multiple of --save-every resumes a killed check from its own checkpoint)."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
     ) -> None:
         """Stage II by GRPO: sampled deeprag narratives per question, rewarded for a correct answer with few retrievals."""
         with user_errors():
             from dynrag.deeprag.grpo import GrpoRequest, run_grpo
+            from dynrag.deeprag.grpo_dev import load_dev_check
             from dynrag.registry import parse_pairs
             from dynrag.retrieval.factory import given_options
 
@@ -162,8 +166,10 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
                                     method=method, lr=lr, epochs=epochs, schedule=schedule, max_steps=max_steps,
                                     batch_size=batch_size, save_every=save_every, threads=threads)
             chosen = given_options(retriever, parse_pairs(retriever_option, "--retriever-option"), "--retriever-option")
-            request = GrpoRequest(dataset, data, out, model, corpus, options, limit, skip, aliases, skip_bad, retriever, chosen)
-            report = run_grpo(request, console=Console(stderr=True), progress=progress)
+            console = Console(stderr=True)
+            dev = load_dev_check(dataset, dev_data, dev_limit, dev_every, console) if dev_data else None
+            request = GrpoRequest(dataset, data, out, model, corpus, options, limit, skip, aliases, skip_bad, retriever, chosen, dev)
+            report = run_grpo(request, console=console, progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
 
     @train.command("reader")

@@ -140,9 +140,11 @@ StepFn = Callable[[list[int]], dict[str, float]]  # runs forward and backward on
 
 def train_loop(*, params: dict[str, torch.nn.Parameter], batches: list[list[int]], step_fn: StepFn, options: TrainOptions,
                lr: float, out: Path, identity: dict[str, Any], console: Console, progress: bool,
-               description: str = "train") -> list[dict[str, Any]]:
+               description: str = "train", after_step: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
     """Run (or resume) the optimizer steps; returns the log records. `identity` (data fingerprint,
-    options, model) must match a checkpoint found in OUT, else resuming is refused."""
+    options, model) must match a checkpoint found in OUT, else resuming is refused. `after_step`
+    is called with the number of steps taken: once at the start (0, or the resumed step) and after
+    each step, past its checkpoint."""
     out = Path(out)
     trainable = [p for p in params.values() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=options.weight_decay)
@@ -165,6 +167,8 @@ def train_loop(*, params: dict[str, torch.nn.Parameter], batches: list[list[int]
     records = [r for r in read_jsonl(log_path, repair=True) if r["step"] <= start]
     atomic_write_text(log_path, "".join(json_line(r) for r in records))
     last_save = time.monotonic()
+    if after_step is not None:
+        after_step(start)
     with JsonlAppender(log_path) as log, progress_bar(description, len(batches), start, console, progress, unit="steps") as bar:
         for step in range(start, len(batches)):
             started = time.perf_counter()
@@ -188,6 +192,8 @@ def train_loop(*, params: dict[str, torch.nn.Parameter], batches: list[list[int]
                     state = {"total_steps": len(batches), "lr_schedule": curve, "identity": identity}
                     save_state(ckpt, step + 1, params, optimizer, state)
                     last_save = time.monotonic()
+            if after_step is not None:
+                after_step(step + 1)
     return records
 
 
