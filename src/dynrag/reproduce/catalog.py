@@ -19,7 +19,8 @@ from dynrag.reproduce.tables import TABLES, Table
 
 def table_names() -> list[str]:
     """Every table and figure `dynrag reproduce` runs."""
-    return sorted([*TABLES.names(), *RETRIEVAL_TABLES.names(), "bestpractice-figure3", "bestpractice-table1"])
+    return sorted([*TABLES.names(), *RETRIEVAL_TABLES.names(), "bestpractice-figure3", "bestpractice-table1",
+                   "deeprag-figure3"])
 
 
 def open_table(name: str, options: dict[str, Any] | None = None) -> Table:

@@ -12,7 +12,7 @@ from rich.console import Console
 
 # Static, so `--help` imports no table module; a test checks it against the registries.
 TABLE_HELP = ("dragin-table2 | dragin-table3 | dragin-table4 | dragin-table5 | dragin-table6 | dragin-table7 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | "
-              "deeprag-figure5 | deeprag-figure6 | deeprag-figure7 | world | bestpractice-table1 | bestpractice-table2 | "
+              "deeprag-figure3 | deeprag-figure5 | deeprag-figure6 | deeprag-figure7 | world | bestpractice-table1 | bestpractice-table2 | "
               "bestpractice-table3 | bestpractice-table4 | bestpractice-table6 | bestpractice-table7 | "
               "bestpractice-table8 | bestpractice-table9 | bestpractice-table10 | bestpractice-table11 | "
               "bestpractice-figure3")
@@ -58,6 +58,15 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                                        model=model, limit=limit, out=out, run=run, console=err,
                                        progress=progress and err.is_terminal,
                                        options=parse_pairs(option, flag="--option"))
+            elif table == "deeprag-figure3":
+                from dynrag.reproduce.deeprag_figure3 import figure3_command as grpo_figure
+
+                if reader or tuned or row or dataset or data or data_dir or retriever or retriever_option or corpus != "contexts" or batch != 1:
+                    raise ConfigError("deeprag-figure3 trains GRPO on --world's train split from --model (the stage-I "
+                                      "checkpoint) and checks its dev split; only --world, --model, --limit (dev "
+                                      "questions, default 50), --option, --out, --write and --no-run apply")
+                text = grpo_figure(world=world, model=model, limit=limit, out=out, run=run, console=err,
+                                   progress=progress and err.is_terminal, options=parse_pairs(option, flag="--option"))
             elif table == "bestpractice-table1":
                 from dynrag.lm.spec import ModelSpec
                 from dynrag.reproduce.bestpractice_table1 import refuse_flags, table1_command
