@@ -32,7 +32,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=O
 # test tools fail here).
 BROWSER_PACKAGES := chromium chromium-driver
 
-.PHONY: demo test test-fast bench clean-venv browser models embeddings postgres
+.PHONY: demo test test-fast bench clean-venv browser models embeddings postgres tagger
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -76,10 +76,19 @@ postgres:
 		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq postgresql-15 >/dev/null; \
 	fi
 
+# DeepRAG Figure 8 counts word classes with Lingua::EN::Tagger, a Penn Treebank tagger with its lexicon
+# in Debian's package (docs/dependencies.md); it runs as a separate Perl process.
+tagger:
+	@if ! perl -MLingua::EN::Tagger -e 1 2>/dev/null; then \
+		echo "installing liblingua-en-tagger-perl (Debian) for the part-of-speech tagger"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq liblingua-en-tagger-perl >/dev/null; \
+	fi
+
 demo: $(VENV)/.installed
 	$(VENV)/bin/dynrag demo
 
-test: $(VENV)/.installed $(VENV)/.llama-cpp $(VENV)/.models browser postgres
+test: $(VENV)/.installed $(VENV)/.llama-cpp $(VENV)/.models browser postgres tagger
 	$(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed

@@ -176,6 +176,7 @@ def test_a_claim_holds_fails_or_stays_undetermined_by_the_paired_test():
     behind = {f"q{i}": 0.0 for i in range(12)}
     # twelve differences of +1: only the all-positive sign pattern (and its mirror) is as extreme: p = 2/4096
     assert paired_permutation_p([1.0] * 12, [0.0] * 12) == pytest.approx(2 / 4096, rel=0.15)
+    assert paired_permutation_p([1.0], [0.0]) == 1.0  # one pair tells nothing (scipy refuses it)
     assert decide(claim, ahead, behind).verdict == "holds"
     assert decide(claim, behind, ahead).verdict == "does not hold"
     mixed = {f"q{i}": float(i % 2) for i in range(12)}

@@ -9,6 +9,7 @@ from dynrag.reproduce import (  # noqa: F401  (each registers its tables)
     bestpractice_retrieval,
     deeprag,
     deeprag_figure7,
+    deeprag_figure8,
     dragin,
     dragin_ablations,
     world,

@@ -38,14 +38,14 @@ class Verdict:
 
 def paired_permutation_p(a: Sequence[float], b: Sequence[float], seed: int = 0) -> float:
     """Two-sided p of the mean paired difference ``a − b`` under random sign flips (1.0 when
-    every difference is zero: nothing to tell apart)."""
+    every difference is zero, or there is one pair: nothing to tell apart)."""
     import numpy as np
     from scipy.stats import permutation_test
 
     if len(a) != len(b) or not a:
         raise ValueError("a paired test needs two equally long, non-empty score lists")
     diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    if not diff.any():
+    if not diff.any() or len(diff) < 2:
         return 1.0
     result = permutation_test((diff,), np.mean, permutation_type="samples", n_resamples=RESAMPLES,
                               alternative="two-sided", random_state=seed)

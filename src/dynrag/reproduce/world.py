@@ -90,7 +90,7 @@ def prepare(req: Any) -> Any:
     from dynrag.world.make import read_manifest
 
     if req.world is None:
-        raise ConfigError("reproduce world needs --world DIR, a directory written by `dynrag world make --out DIR`")
+        raise ConfigError(f"reproduce {req.table} needs --world DIR, a directory written by `dynrag world make --out DIR`")
     world = Path(req.world)
     if not world.is_dir():
         raise DataError(str(world), "--world: no such directory (make a world with `dynrag world make --out DIR`)")
