@@ -100,6 +100,19 @@ def test_bad_requests_name_the_input(tmp_path):
         reproduce(request(tmp_path, "dragin-table3", rows=["drgin"]), progress=False)
 
 
+def test_workers_reach_every_runs_plan_and_a_bad_count_writes_nothing(tmp_path, monkeypatch):
+    import dynrag.eval.runner as runner
+
+    seen = []
+    monkeypatch.setattr(runner, "run_eval", lambda plan, **kw: seen.append(plan.execution.workers) or None)
+    reproduce(request(tmp_path, "dragin-table2", datasets=["hotpotqa"], rows=["direct", "dragin"], workers=2),
+              progress=False)
+    assert seen == [2, 2]
+    with pytest.raises(ConfigError, match="--workers must be a number >= 1"):
+        reproduce(request(tmp_path, "dragin-table2", workers=0, out=tmp_path / "bad"), progress=False)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_rows_filter_runs_only_those_rows(tmp_path):
     built = []
     reproduce(request(tmp_path, "dragin-table3", rows=["dragin"]), method_factory=factory(answers(), built=built),

@@ -40,6 +40,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         reader: list[str] = typer.Option([], "--reader", metavar="KEY=DIR", help="bestpractice-figure3: a reader trained by `dynrag train reader` (e.g. gr=ckpt/m_gr; repeatable); the base model is --model."),
         tuned: list[Path] = typer.Option([], "--tuned", metavar="DIR", help="A `dynrag tune` directory: the rows of its method run at its best values (repeatable; the table prints them)."),
         batch: int = typer.Option(1, "--batch", min=1, metavar="N", help="Questions in flight per run, their generations decoded together by one local model."),
+        workers: str = typer.Option("1", "--workers", metavar="N|auto", help="Worker processes per run, each with its own model (auto: one per core). The rows still run one after another; a run resumes with any value."),
     ) -> None:
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
         with user_errors():
@@ -106,6 +107,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                     data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
                     data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run,
                     batch=batch, world=world, tuned=list(tuned),
+                    workers=int(workers) if workers.strip().isdigit() else workers.strip(),
                 )
                 text = render(reproduce(req, console=err, progress=progress and err.is_terminal))
             if write is not None:

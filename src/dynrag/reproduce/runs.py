@@ -49,6 +49,7 @@ class ReproduceRequest:
     rows: list[str] | None = None  # only these rows (run keys, e.g. dragin)
     run: bool = True  # False: resolve data and show what would run, and the published numbers
     batch: int = 1  # questions in flight per run, their generations batched (not part of a run's identity)
+    workers: int | str = 1  # worker processes per run, each with its own model: N or "auto" (not part of its identity)
     world: Path | None = None  # `reproduce world`: the world directory (dynrag world make --out)
     tuned: list[Path] = field(default_factory=list)  # `dynrag tune` directories: their best values replace defaults
 
@@ -116,11 +117,13 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
 
     from dynrag.config import load_run_config
     from dynrag.eval.runner import run_eval
+    from dynrag.run.checks import check_execution
     from dynrag.run.plan import make_plan
 
     console = console or Console(stderr=True)
     if req.limit is not None and req.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
+    check_execution(workers=req.workers, batch=req.batch)  # before any run directory or index is written
     table = open_table(req.table, req.options)
     if table.prepare is not None:
         req = table.prepare(req)
@@ -150,7 +153,8 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
             flags = dict(
                 dataset=spec.reader or spec.dataset, data=found[spec.dataset], method=spec.method, out=out,
                 corpus=req.corpus, limit=req.limit, model=spec.model or req.model, options=dict(spec.options),
-                retriever=spec.retriever or req.retriever, scorer=table.scorer, workers=1,
+                retriever=spec.retriever or req.retriever, scorer=table.scorer,
+                workers=req.workers if method_factory is None else 1,
                 batch=req.batch if req.batch > 1 and method_factory is None else None,
                 baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,
             )
