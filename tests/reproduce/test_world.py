@@ -157,3 +157,14 @@ def test_a_missing_world_is_a_clear_error(tmp_path, world):
     assert r.exit_code == 1 and "no such directory" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(app, ["reproduce", "world", "--no-run", "--world", str(world), "--out", str(tmp_path / "r")])
     assert r.exit_code == 0 and "| DRAGIN (reference variant) | – |" in r.output and "(iii)" in r.output
+
+
+def test_cost_lines_sum_the_rows_wall_time_and_name_untimed_rows():
+    from dynrag.reproduce.world import DATASET, cost_lines, world_runs, WorldTableOptions
+
+    runs = world_runs(WorldTableOptions())[:3]
+    results = {(DATASET, runs[0].key): {"wall_seconds": 60.0}, (DATASET, runs[1].key): {"wall_seconds": 120.0}}
+    assert cost_lines(runs, results) == ["", "Wall time of the 2 timed rows: 3.0 min in all."]
+    results[(DATASET, runs[2].key)] = {"wall_seconds": None}
+    assert cost_lines(runs, results)[1].endswith("(1 row(s) ran before runs recorded their wall time).")
+    assert cost_lines(runs, {}) == []

@@ -25,6 +25,7 @@ from dynrag.datasets.formats import Dataset
 from dynrag.datasets.loaders import LoadReport, QAExample, dataset_spec, load_aliases
 from dynrag.datasets.metrics import Scorer, open_scorer
 from dynrag.eval.steps import load_questions, run_index
+from dynrag.eval.timing import SessionClock, read_sessions, wall_figures
 from dynrag.io.rundir import (
     SUMMARY_JSON,
     SUMMARY_MD,
@@ -115,6 +116,7 @@ def run_eval(
     after each new one is written (`dynrag tune` prunes there: an exception it raises ends the run
     with what was written kept, and no summary)."""
     console = console or Console(stderr=True, emoji=False)
+    clock = SessionClock(Path(plan.out))  # from here: loading the model and the index count as the run's time
     config = eval_config(plan)
     data, execution, out = plan.dataset, plan.execution, Path(plan.out)
     scorer = open_scorer(plan.scorer, data.name, data.yes_no)
@@ -161,8 +163,9 @@ def run_eval(
                                      batch=execution.batch)
             console.print(Text(f"method {config['method']}, model {config['model']}: {len(todo)} questions to answer"
                                f" ({executor.description})"), soft_wrap=True)
+            clock.execution = executor.description
             _answer_all(executor, todo, done, out, scorer, console, progress, len(examples), dataset_spec(data.name),
-                        on_record)
+                        on_record, clock)
 
         return write_summary(out, config, examples, report, baseline=plan.baseline, scorer=scorer, yes_no=data.yes_no)
 
@@ -209,6 +212,7 @@ def _answer_all(
     total: int,
     dataset: Dataset,
     on_record: RecordHook | None = None,
+    clock: SessionClock | None = None,
 ) -> None:
     """Answer ``todo`` with ``executor``; this loop alone appends to predictions.jsonl, one fsynced
     line per question as each finishes (in finishing order), so each is written exactly once."""
@@ -224,6 +228,8 @@ def _answer_all(
             record = make_record(by_id[outcome.id], outcome.answer, outcome.seconds, yes_no=False, scorer=scorer,
                                  dataset=dataset)
             writer.append(record)
+            if clock is not None:
+                clock.tick()
             records.append(record)
             bar.update(task, advance=1, stats=_stats(records))
             if on_record is not None:
@@ -254,6 +260,7 @@ def write_summary(
     if yes_no is None:
         yes_no = dataset.yes_no
     summary = summarize(predictions, has_support, yes_no, meta, scorer or run_scorer(config), dataset)
+    summary.update(wall_figures(read_sessions(out), len(predictions)))
     if baseline is not None:
         summary["knowledge_boundary"] = baseline_figures(predictions, Path(baseline), config)
     atomic_write_json(out / SUMMARY_JSON, summary)

@@ -190,6 +190,7 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
         f"| retrievals / question | {_fmt(summary['retrievals_per_question'])} |",
         f"| generated tokens / question | {_fmt(summary['generated_tokens_per_question'])} |",
         f"| seconds / question | {_fmt(summary['seconds_per_question'])} |",
+        f"| wall seconds in all (every session) | {_fmt(summary.get('wall_seconds'))} |",
         f"| supporting-paragraph recall (%) | {_fmt(summary['support_recall'], True)} |",
         f"| all supporting paragraphs retrieved (%) | {_fmt(summary['support_all'], True)} |",
     ]

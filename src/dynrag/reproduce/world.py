@@ -65,7 +65,8 @@ COLUMNS = [
     Column("hop precision", f"{RD}.per_hop.precision", None),
     Column("hop recall", f"{RD}.per_hop.recall", None),
     Column("hop MCC", f"{RD}.per_hop.mcc", None),
-    Column("s/question", "seconds_per_question", None, 2),  # what each row cost, on this machine
+    Column("s/question", "seconds_per_question", None, 2),  # what each question cost, on this machine
+    Column("row wall s", "wall_seconds", None, 0),  # what the row cost, model loading included
 ]
 GROUPS = [("hops_1", "1 hop"), ("hops_2", "2 hops"), ("hops_3", "3 hops"), ("all_known", "all known"),
           ("needs_retrieval", "needs retrieval"), ("known_and_unknown", "known and unknown hops")]
@@ -135,7 +136,20 @@ def breakdown(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> list[
             group = _get(results.get((DATASET, spec.key)), RD, "groups", key)
             cells.append("–" if not group else f"{_f(group['em'])} / {_f(group['retrievals_per_question'], 2)}")
         lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return lines + cost_lines(runs, results)
+
+
+def cost_lines(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> list[str]:
+    """What the rows took on the wall clock, summed (each row's sessions: loading included)."""
+    walls = [_get(results.get((DATASET, s.key)), "wall_seconds") for s in runs if results.get((DATASET, s.key))]
+    if not walls:
+        return []
+    timed = [w for w in walls if w is not None]
+    untimed = len(walls) - len(timed)
+    line = f"Wall time of the {len(timed)} timed rows: {sum(timed) / 60:.1f} min in all"
+    if untimed:
+        line += f" ({untimed} row(s) ran before runs recorded their wall time)"
+    return ["", line + "."]
 
 
 def claims(runs: list[RunSpec], results: dict[tuple[str, str], Any]) -> list[str]:
