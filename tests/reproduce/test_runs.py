@@ -124,7 +124,10 @@ def test_no_run_shows_the_published_numbers_only(tmp_path):
     report = reproduce(request(tmp_path, "dragin-table2", run=False), progress=False)
     text = render(report)
     assert "| DRAGIN | – | 0.337 | – | – | 0.442 | – |" in text
+    assert "first 2 questions" in text
     assert not (tmp_path / "runs").exists()
+    assert ", all questions, scorer" in render(reproduce(request(tmp_path, "dragin-table2", run=False, limit=None),
+                                                          progress=False))
 
 
 def test_bestpractice_rows_use_the_chain_options(tmp_path):

@@ -45,7 +45,7 @@ def render(report: dict[str, Any]) -> str:
         f"# {table.title}" + (": ours beside the published numbers" if compared else ""),
         "",
         f"Ours: model `{resolve_model(req.model)}`, retriever {req.retriever or 'default (bm25; hybrid for presets)'}, "
-        f"corpus {req.corpus}, first {req.limit or 'all'} questions, scorer {table.scorer}. "
+        f"corpus {req.corpus}, {f'first {req.limit}' if req.limit else 'all'} questions, scorer {table.scorer}. "
         f"Paper: {table.paper_setting}." + (" Δ = ours − paper." if compared else ""),
         *(["", *report["tuned"]] if report.get("tuned") else []),
     ]
