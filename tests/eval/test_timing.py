@@ -68,3 +68,24 @@ def test_the_runner_records_its_sessions_and_the_summary_sums_them(tmp_path):
     assert summary["wall_seconds_per_question"] == summary["wall_seconds"] / 5  # five answers were timed
     again = run_eval(plan, method_factory=method_factory(answers), progress=False)  # nothing left: no session
     assert len(read_sessions(run)) == 2 and again["wall_seconds"] == summary["wall_seconds"]
+
+
+def test_a_timing_file_that_cannot_be_written_stops_timing_not_the_run(tmp_path, monkeypatch):
+    import dynrag.eval.timing as timing
+    from dynrag.errors import FileError
+
+    clock = SessionClock(tmp_path, clock=Ticks())
+    clock.tick()
+    written = []
+
+    def full_disk(path, data):
+        written.append(path)
+        raise FileError(f"{path}: No space left on device")
+
+    monkeypatch.setattr(timing, "atomic_write_json", full_disk)
+    clock.tick()  # no exception: the answers matter more than their timing
+    clock.tick()
+    assert len(written) == 1  # it gives up after the first failure
+    sessions = read_sessions(tmp_path)
+    assert [s["answered"] for s in sessions] == [1]  # the last entry that was written
+    assert wall_figures(sessions, 3)["wall_seconds_per_question"] is None  # 2 answers untimed

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from dynrag.errors import FileError
 from dynrag.io.files import atomic_write_json, read_json
 
 TIMING = "timing.json"
@@ -51,15 +52,27 @@ class SessionClock:
         self.execution = execution
         self.answered = 0
         self.earlier: list[dict[str, Any]] | None = None
+        self.failed = False  # timing.json could not be written: the session's time stays as last written
 
     def tick(self, answered: int = 1) -> None:
-        """``answered`` more questions are on disk: record the session's time so far."""
+        """``answered`` more questions are on disk: record the session's time so far.
+
+        The answers are what a run is for and its time is a measurement of it, so a timing.json
+        that cannot be written (a full disk) never stops the run: the session's entry stays as last
+        written, it then counts fewer answers than the run holds, and the summary gives no
+        per-question wall time. A full disk stops the run at the next answer, naming
+        predictions.jsonl."""
+        if self.failed:
+            return
         if self.earlier is None:
             self.earlier = read_sessions(self.path.parent)
         self.answered += answered
         entry = {"started_at": self.started_at, "wall_seconds": round(self.clock() - self.started, 3),
                  "answered": self.answered, "execution": self.execution}
-        atomic_write_json(self.path, {"format": TIMING_FORMAT, "sessions": [*self.earlier, entry]})
+        try:
+            atomic_write_json(self.path, {"format": TIMING_FORMAT, "sessions": [*self.earlier, entry]})
+        except FileError:
+            self.failed = True
 
 
 __all__ = ["SessionClock", "TIMING", "read_sessions", "wall_figures"]
