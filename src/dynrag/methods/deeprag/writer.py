@@ -14,6 +14,7 @@ from typing import Sequence
 from dynrag.corpus.passage import Passage
 from dynrag.lm.base import Generation, LanguageModel
 from dynrag.methods.deeprag.decision import marker_margin
+from dynrag.methods.deeprag.fit import fit_to_window
 from dynrag.methods.deeprag.narrative import (
     FINAL,
     Narrative,
@@ -37,7 +38,8 @@ class NarrativeWriter:
     max_answer_tokens: int = 32
 
     def _generate(self, prompt, limit: int | None, default: int) -> Generation:
-        return self.lm.generate(prompt, max(1, default if limit is None else min(limit, default)), stop=LINE_END)
+        new_tokens = max(1, default if limit is None else min(limit, default))
+        return self.lm.generate(fit_to_window(prompt, self.lm, new_tokens), new_tokens, stop=LINE_END)
 
     def next_line(self, question: str, steps: Sequence[NarrativeStep], limit: int | None = None) -> tuple[str, str, Generation]:
         """("subquery", text) | ("final", answer) | ("other", line), and the generation."""
@@ -56,7 +58,8 @@ class NarrativeWriter:
 
     def margin(self, question: str, steps: Sequence[NarrativeStep], subquery: str, bias: float = 0.0) -> tuple[float, float, float]:
         """(margin, log P(retrieve marker), log P(answer marker)) right after the sub-question."""
-        return marker_margin(self.lm, add_subquery(self.narrative.prompt(question, steps), subquery), bias)
+        prompt = fit_to_window(add_subquery(self.narrative.prompt(question, steps), subquery), self.lm, 1)
+        return marker_margin(self.lm, prompt, bias)
 
     def answer(self, question: str, steps: Sequence[NarrativeStep], subquery: str,
                passages: Sequence[Passage] | None, limit: int | None = None) -> tuple[str, Generation]:
