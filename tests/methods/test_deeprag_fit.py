@@ -78,3 +78,16 @@ def test_writer_generates_from_the_fitted_prompt():
     prompt, n = seen[0]
     assert n == writer.max_subquery_tokens
     assert WordLM(0).count_tokens(prompt.text) <= 800 - n - 16 and prompt.truncated
+
+
+def test_a_count_that_grows_when_parts_are_joined_is_corrected_until_the_prompt_fits():
+    class Superadditive(WordLM):
+        # 100 tokens more once the question and a passage are in one text: a cost that no part
+        # counted alone shows (as tokens merging across the parts' boundaries do, on a small scale)
+        def count_tokens(self, text):
+            return len(text.split()) + (100 if "Question:" in text and "Title" in text else 0)
+
+    lm = Superadditive(800)
+    fitted = fit_to_window(long_prompt(words_per_passage=300), lm, 32)
+    assert lm.count_tokens(fitted.text) <= 800 - 32 - 16
+    assert [t["part"] for t in fitted.truncated] == ["exemplars", "passages", "passages"]  # recorded once

@@ -54,13 +54,21 @@ def fit_to_window(prompt: Prompt, lm: Any, new_tokens: int) -> Prompt:
     mark = count(TRUNCATION_MARK + "\n")
     # one token a part of slack: parts counted apart may merge a token at each boundary
     room = budget - fixed - len(parts) - mark * len(blocks)
-    for i, allowance in zip(blocks, share_out([count(parts[i][1]) for i in blocks], room)):
-        text = parts[i][1]
-        if count(text) > allowance:
-            cut, _ = truncate_to_tokens(text, allowance, count)
-            parts[i] = (PASSAGES_SEG, cut + TRUNCATION_MARK + "\n")
-            truncated.append({"part": "passages", "chars": len(text), "kept_chars": len(cut)})
-    return _rebuild(parts, truncated)
+    sizes = [count(parts[i][1]) for i in blocks]
+    for _ in range(3):  # counted part by part, as methods/prompting.py does: correct by the overshoot and redo
+        fitted, cuts = list(parts), []
+        for i, size, allowance in zip(blocks, sizes, share_out(sizes, room)):
+            if size > allowance:
+                text = parts[i][1]
+                cut, _ = truncate_to_tokens(text, allowance, count)
+                fitted[i] = (PASSAGES_SEG, cut + TRUNCATION_MARK + "\n")
+                cuts.append({"part": "passages", "chars": len(text), "kept_chars": len(cut)})
+        prompt = _rebuild(fitted, truncated + cuts)
+        over = count(prompt.text) - budget
+        if over <= 0:
+            break
+        room -= over + 4
+    return prompt
 
 
 __all__ = ["fit_to_window"]
