@@ -60,30 +60,28 @@ $(VENV)/.embeddings: $(VENV)/.installed
 
 embeddings: $(VENV)/.embeddings
 
+# $(call apt_install,CHECK,PACKAGES,WHAT FOR): install Debian PACKAGES unless the shell test CHECK
+# passes (as root, or through sudo).
+define apt_install
+@if ! { $(1); }; then \
+	echo "installing $(2) (Debian) $(3)"; \
+	$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq $(2) >/dev/null; \
+fi
+endef
+
 browser:
-	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
-		echo "installing $(BROWSER_PACKAGES) (Debian) for the viewer test"; \
-		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq $(BROWSER_PACKAGES) >/dev/null; \
-	fi
+	$(call apt_install,[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ],$(BROWSER_PACKAGES),for the viewer test)
 
 # `dynrag tune --storage postgresql://` is tested against a real server the tests start on
 # loopback (initdb and pg_ctl into a temporary directory): PostgreSQL 15's binaries must be there.
 postgres:
-	@if ! command -v initdb >/dev/null && [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then \
-		echo "installing postgresql-15 (Debian) for the shared-study tests"; \
-		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq postgresql-15 >/dev/null; \
-	fi
+	$(call apt_install,command -v initdb >/dev/null || [ -x /usr/lib/postgresql/15/bin/initdb ],postgresql-15,for the shared-study tests)
 
 # DeepRAG Figure 8 counts word classes with Lingua::EN::Tagger, a Penn Treebank tagger with its lexicon
 # in Debian's package (docs/dependencies.md); it runs as a separate Perl process.
 tagger:
-	@if ! perl -MLingua::EN::Tagger -e 1 2>/dev/null; then \
-		echo "installing liblingua-en-tagger-perl (Debian) for the part-of-speech tagger"; \
-		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq liblingua-en-tagger-perl >/dev/null; \
-	fi
+	$(call apt_install,perl -MLingua::EN::Tagger -e 1 2>/dev/null,liblingua-en-tagger-perl,for the part-of-speech tagger)
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/dynrag demo
