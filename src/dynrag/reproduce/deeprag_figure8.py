@@ -73,7 +73,7 @@ def figure8_lines(rows: list[tuple[str, str, list[dict[str, Any]]]], tagger: Par
     q_means = row_means(list(questions.values()), counts)
     lines.append(f"| {QUESTION} | {len(questions)} | " + " | ".join(f"{q_means[c]:.2f}" for c in WORD_CLASSES) + " |")
 
-    key, label, recs = rows[-1]
+    _, label, recs = rows[-1]
     mine = per_question_means(recs, counts)
     others = [(other_label, per_question_means(other, counts)) for _, other_label, other in rows[:-1]]
     others.append((QUESTION, {q: {c: float(v) for c, v in counts[text].items()} for q, text in questions.items()}))
