@@ -113,6 +113,16 @@ def test_workers_reach_every_runs_plan_and_a_bad_count_writes_nothing(tmp_path, 
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.parametrize("table", ["deeprag-figure3", "bestpractice-table1", "bestpractice-figure3", "bestpractice-table2"])
+def test_workers_are_refused_by_tables_that_answer_in_their_own_loop(tmp_path, table):
+    from tests.cli_inprocess import run_in_process
+
+    result = run_in_process("reproduce", table, "--workers", "2", "--out", tmp_path / "runs", "--no-run")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"--workers: {table} does not answer through eval runs" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def test_rows_filter_runs_only_those_rows(tmp_path):
     built = []
     reproduce(request(tmp_path, "dragin-table3", rows=["dragin"]), method_factory=factory(answers(), built=built),

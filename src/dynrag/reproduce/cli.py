@@ -52,6 +52,10 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.registry import parse_pairs
 
             err = Console(stderr=True)
+            own_loop = ("bestpractice-figure3", "deeprag-figure3", "bestpractice-table1")  # not eval runs
+            if workers.strip() != "1" and (table in own_loop or table in RETRIEVAL_TABLES):
+                raise ConfigError(f"--workers: {table} does not answer through eval runs, so it has no workers to "
+                                  "give; the QA tables and `reproduce world` take it")
             if table == "bestpractice-figure3":
                 from dynrag.reproduce.bestpractice_figure3 import figure3_command
 
