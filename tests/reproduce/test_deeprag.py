@@ -1,13 +1,10 @@
-"""`dynrag reproduce deeprag-table2|deeprag-figure5|deeprag-figure6`: which runs, which models, the table and the figures' average rows."""
+"""`dynrag reproduce deeprag-table2`: which runs, which models, the table."""
 
 import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from dynrag.cli import app
-from dynrag.errors import ConfigError
 from dynrag.reproduce.runs import ReproduceRequest, reproduce
 from dynrag.reproduce.render import render
 from dynrag.eval.summary import summarize
@@ -72,46 +69,3 @@ def test_table2_runs_every_method_on_popqa_and_webquestions_as_generic_jsonl(tmp
     assert [(c["dataset"], c["method"]) for c, _, _ in more] == [("jsonl", "direct"), ("jsonl", "deeprag")]  # CoT first
     assert more[1][0]["model"] == specs["coc"]
     assert "| DeepRAG | 0.500 | 0.327 | +0.173 | 1.00 | 0.28 | +0.72 | 1.00 | 0.12 | +0.88 |" in text
-
-
-def test_figure5_compares_the_stage_one_checkpoints_of_each_selection(tmp_path):
-    specs = checkpoints(tmp_path, "imi-min", "imi-max", "imi-random")
-    built = []
-    req = ReproduceRequest(table="deeprag-figure5", data={"hotpotqa": fx.write_all(tmp_path)["hotpotqa"]},
-                           out=tmp_path / "runs", limit=2,
-                           options={"min": specs["imi-min"], "max": specs["imi-max"], "random": specs["imi-random"]})
-    report = reproduce(req, method_factory=factory(answers(), built=built), progress=False)
-    assert [(c["method"], c["model"], c["options"]["decision"]) for c, _, _ in built] == [
-        ("deeprag", specs["imi-min"], "generate"), ("deeprag", specs["imi-max"], "generate"),
-        ("deeprag", specs["imi-random"], "generate")]
-    text = render(report)
-    assert "| most retrievals (max) | 0.500 |" in text and "EM paper" not in text
-    # the figure's bars: each row averaged over the datasets it ran on (only HotpotQA here)
-    assert "### Average over the datasets (what the figure plots)" in text
-    assert "| most retrievals (max) | hotpotqa | 0.500 |" in text
-    # only the given checkpoints make rows
-    only = reproduce(ReproduceRequest(table="deeprag-figure5", data={}, run=False, options={"max": specs["imi-max"]},
-                                      out=tmp_path / "r2"), progress=False)
-    assert [s.key for s in only["table"].runs] == ["imi_max", "imi_max"]
-
-
-def test_figure6_compares_the_stage_two_checkpoints_of_each_pair_mode(tmp_path):
-    specs = checkpoints(tmp_path, "optimal", "nodes", "sentence", "response")
-    built = []
-    req = ReproduceRequest(table="deeprag-figure6", data={"hotpotqa": fx.write_all(tmp_path)["hotpotqa"]},
-                           out=tmp_path / "runs", limit=2,
-                           options={"optimal": specs["optimal"], "all_nodes": specs["nodes"],
-                                    "sentence_order": specs["sentence"], "response": specs["response"]})
-    report = reproduce(req, method_factory=factory(answers(), built=built), progress=False)
-    assert [c["model"] for c, _, _ in built] == [specs[n] for n in ("optimal", "nodes", "sentence", "response")]
-    assert "| sentence-level order (sentence-order) | 0.500 |" in render(report)
-
-
-def test_the_ablations_need_a_checkpoint_and_name_the_options(tmp_path):
-    with pytest.raises(ConfigError, match="deeprag-figure5 compares checkpoints: give at least one of --option min=MODEL"):
-        reproduce(ReproduceRequest(table="deeprag-figure5", run=False, out=tmp_path), progress=False)
-    with pytest.raises(ConfigError, match="all-nodes|all_nodes"):
-        reproduce(ReproduceRequest(table="deeprag-figure6", run=False, out=tmp_path, options={"all-nodes": "x"}),
-                  progress=False)
-    r = CliRunner().invoke(app, ["reproduce", "deeprag-figure6", "--no-run", "--option", "best=hf:x"])
-    assert r.exit_code == 1 and "best" in r.output and "Traceback" not in r.output

@@ -151,7 +151,7 @@ def test_a_missing_world_is_a_clear_error(tmp_path, world):
         reproduce(ReproduceRequest(table="world", world=tmp_path / "empty", out=tmp_path / "r"), progress=False)
     with pytest.raises(ConfigError, match="needs --world DIR"):
         reproduce(ReproduceRequest(table="world", out=tmp_path / "r"), progress=False)
-    with pytest.raises(ConfigError, match="only `reproduce world`"):
+    with pytest.raises(ConfigError, match=r"does not read a world \(world, world-figure8, deeprag-figure3"):
         reproduce(ReproduceRequest(table="dragin-table2", world=world, out=tmp_path / "r", run=False), progress=False)
     r = CliRunner().invoke(app, ["reproduce", "world", "--no-run", "--world", str(tmp_path / "nope")])
     assert r.exit_code == 1 and "no such directory" in r.output and "Traceback" not in r.output

@@ -8,6 +8,7 @@ from dynrag.reproduce import (  # noqa: F401  (each registers its tables)
     bestpractice,
     bestpractice_retrieval,
     deeprag,
+    deeprag_ablations,
     deeprag_figure7,
     deeprag_figure8,
     dragin,

@@ -29,7 +29,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         corpus: str = typer.Option("contexts", "--corpus", help="'contexts' (each dataset's pooled paragraphs) or an index directory."),
         data: list[str] = typer.Option([], "--data", help="DATASET=FILE (repeatable), e.g. hotpotqa=dev.json."),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="A folder holding each dataset's file at its usual place, e.g. hotpotqa/hotpot_dev_distractor_sample.json (docs/methods.md lists them)."),
-        world: Optional[Path] = typer.Option(None, "--world", metavar="DIR", help="`reproduce world` and `world-figure8`: a world directory (dynrag world make --out DIR); its test split, retrieving from its corpus."),
+        world: Optional[Path] = typer.Option(None, "--world", metavar="DIR", help="`reproduce world`, `world-figure8`, `deeprag-figure3|5|6`: a world directory (dynrag world make --out DIR); its test split, retrieving from its corpus."),
         dataset: list[str] = typer.Option([], "--dataset", help="Only this dataset of the table (repeatable)."),
         row: list[str] = typer.Option([], "--row", help="Only this row, e.g. dragin or fixed_length (repeatable)."),
         option: list[str] = typer.Option([], "--option", help="Table option KEY=VALUE, e.g. paper_model=Llama2-7b-chat."),

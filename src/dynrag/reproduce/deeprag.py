@@ -1,6 +1,6 @@
 """DeepRAG's tables and figures: Table 1 (EM/F1 against reasoning and adaptive baselines), Table 2
-(retrieval efficiency), Table 3 (knowledge boundary), Figure 4 (inference strategies) and the
-ablations of Figures 5 and 6 (which narratives and preference pairs train the checkpoints)."""
+(retrieval efficiency), Table 3 (knowledge boundary) and Figure 4 (inference strategies). The
+ablations of Figures 5 and 6 are in reproduce/deeprag_ablations.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from dynrag.errors import ConfigError
 from dynrag.registry import Options
 from dynrag.reproduce.tables import TABLES, WIKIPEDIA_BM25, Column, RunSpec, Table, paper_cells, published
 
@@ -145,64 +144,3 @@ def deeprag_table2(options: DeepragTableOptions) -> Table:
                  "contexts). PopQA's rows have no published cells to compare with. A question counts as correct "
                  "by exact match; seconds are per question on this machine."],
     )
-
-
-class ImitationAblationOptions(Options):
-    min: str | None = Field(None, description="stage-I checkpoint trained on `synth --select min` (the default, fewest retrievals)")
-    max: str | None = Field(None, description="stage-I checkpoint trained on `synth --select max` (most retrievals)")
-    random: str | None = Field(None, description="stage-I checkpoint trained on `synth --select random`")
-
-
-class CalibrationAblationOptions(Options):
-    optimal: str | None = Field(None, description="stage-II checkpoint trained with `--pairs optimal` (the default)")
-    all_nodes: str | None = Field(None, description="stage-II checkpoint trained with `--pairs all-nodes`")
-    sentence_order: str | None = Field(None, description="stage-II checkpoint trained with `--pairs sentence-order`")
-    response: str | None = Field(None, description="stage-II checkpoint trained with `--pairs response`")
-
-
-def _ablation(name: str, title: str, rows: list[tuple[str, str, str | None]], option_help: str) -> Table:
-    """`deeprag` (k = 3, its own decisions) once per given checkpoint, on HotpotQA and 2Wiki."""
-    given = [(key, label, model) for key, label, model in rows if model]
-    if not given:
-        raise ConfigError(f"{name} compares checkpoints: give at least one of {option_help}")
-    datasets = ["hotpotqa", "2wikimultihopqa"]
-    runs = [RunSpec(ds, key, label, "deeprag", {"k": 3}, model=model) for ds in datasets for key, label, model in given]
-    columns = [Column("EM", "em", None), Column("F1", "f1", None), Column("retrievals/question", "retrievals_per_question", None, 2)]
-    return Table(name, title, datasets, runs, lambda _: columns, paper_cells(name, "paper"),
-                 f"Llama-3-8B (as Table 1), average over the test sets, {DEEPRAG_SETTING}",
-                 notes=[published()["tables"][name]["source"]],
-                 after=lambda results: average_lines(given, datasets, results))
-
-
-def average_lines(rows: list[tuple[str, str, str | None]], datasets: list[str], results: dict) -> list[str]:
-    """The figure's bars: each row's EM, F1 and retrievals averaged over the datasets it ran on
-    (the paper plots this average), with the datasets named."""
-    lines = ["", "### Average over the datasets (what the figure plots)", "",
-             "| method | datasets | EM | F1 | retrievals/question |", "| --- | --- | --- | --- | --- |"]
-    for key, label, _ in rows:
-        done = [(ds, results[(ds, key)]) for ds in datasets if results.get((ds, key))]
-        if not done:
-            continue
-        mean = {m: sum(float(r[m]) for _, r in done) / len(done) for m in ("em", "f1", "retrievals_per_question")}
-        lines.append(f"| {label} | {', '.join(ds for ds, _ in done)} | {mean['em']:.3f} | {mean['f1']:.3f} | "
-                     f"{mean['retrievals_per_question']:.2f} |")
-    return lines if len(lines) > 5 else []
-
-
-@TABLES.register("deeprag-figure5", ImitationAblationOptions, "DeepRAG Figure 5: stage-I checkpoints trained on the fewest-, most- and random-retrieval narratives")
-def deeprag_figure5(options: ImitationAblationOptions) -> Table:
-    rows = [("imi_min", "DeepRAG-Imi, fewest retrievals (min)", options.min),
-            ("imi_max", "most retrievals (max)", options.max),
-            ("imi_random", "random correct narrative (random)", options.random)]
-    return _ablation("deeprag-figure5", "DeepRAG Figure 5 (imitation path selection)", rows,
-                     "--option min=MODEL, --option max=MODEL, --option random=MODEL")
-
-
-@TABLES.register("deeprag-figure6", CalibrationAblationOptions, "DeepRAG Figure 6: stage-II checkpoints trained on each kind of preference pair")
-def deeprag_figure6(options: CalibrationAblationOptions) -> Table:
-    rows = [("coc_optimal", "DeepRAG, optimal-path nodes (optimal)", options.optimal),
-            ("coc_all_nodes", "all nodes (all-nodes)", options.all_nodes),
-            ("coc_sentence_order", "sentence-level order (sentence-order)", options.sentence_order),
-            ("coc_response", "whole responses (response)", options.response)]
-    return _ablation("deeprag-figure6", "DeepRAG Figure 6 (calibration preference pairs)", rows,
-                     "--option optimal=MODEL, all_nodes=MODEL, sentence_order=MODEL, response=MODEL")

@@ -128,7 +128,8 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     if table.prepare is not None:
         req = table.prepare(req)
     elif req.world is not None:
-        raise ConfigError(f"--world: table {req.table!r} does not read a world; only `reproduce world` does")
+        raise ConfigError(f"--world: table {req.table!r} does not read a world (world, world-figure8, "
+                          "deeprag-figure3, deeprag-figure5 and deeprag-figure6 do)")
     tunes = apply_tunes(table, req.tuned)
     found, missing = find_data(table, req)
     for ds, why in missing.items():
