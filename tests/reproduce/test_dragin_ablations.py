@@ -108,3 +108,12 @@ def test_table2_decides_dragin_against_every_baseline(tmp_path):
     results = only_one_row_right(tmp_path, table, "dragin", 6)
     lines = [t for t in table2_claims(table.runs, results) if t.startswith("- hotpotqa")]
     assert len(lines) == 5 and all("+1.000" in t and "p = 0.0312" in t and "**holds**" in t for t in lines)  # 2 / 2^6
+
+
+@pytest.mark.parametrize("name", ["dragin-table4", "dragin-table5", "dragin-table6", "dragin-table7"])
+def test_every_ablation_shows_how_often_each_row_retrieved(name):
+    table = open_table(name)
+    titles = {ds: [c.title for c in table.columns(ds)] for ds in table.datasets}
+    assert all(t[-1] == "retrievals/question" and t.count("retrievals/question") == 1 for t in titles.values())
+    assert titles.get("hotpotqa", [])[:2] == ["EM", "F1"]
+    assert titles.get("strategyqa", ["accuracy"])[0] == "accuracy"  # yes/no: the paper's metric
