@@ -87,6 +87,7 @@ def batched_check(lm, prompt: str, tokens: int, batch: int) -> dict:
     lm.draft_tokens = 0
     alone = [timed_generation(lm, p, tokens, 0)[0] for p in prompts]
     batching = BatchingLM(lm, max_rows=batch)
+    batching.engine.start_together(batch)  # rows overlap by construction, not by thread timing
     start = time.perf_counter()
     with ThreadPoolExecutor(batch) as pool:
         together = list(pool.map(lambda p: batching.generate(p, tokens, capture_attention=True), prompts))

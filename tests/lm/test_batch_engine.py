@@ -49,6 +49,7 @@ def test_rows_join_and_leave_and_each_decodes_as_alone():
     alone = model()
     expected = [alone.generate(t, n, capture_attention=True) for t, n in zip(texts, limits)]
     engine = BatchEngine(model(), max_rows=2)
+    engine.start_together(2)
     futures = [engine.submit(t, n, capture_attention=True) for t, n in zip(texts, limits)]
     results = [f.result(timeout=HANG_GUARD_S) for f in futures]
     engine.close()
@@ -158,7 +159,7 @@ def test_threads_share_one_model_through_batching_lm():
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(HANG_GUARD_S)
     lm.close()
     for e, r in zip(expected, results):
         assert_same(e, r)
@@ -180,3 +181,23 @@ def test_models_that_cannot_batch_are_refused_naming_the_reason():
     gemma = HFLanguageModel(tiny_gemma3(len(TOK), seed=1), TOK, name="tiny-gemma3")
     with pytest.raises(ConfigError, match="sliding-window"):
         BatchingLM(gemma, max_rows=4)
+
+
+def test_start_together_holds_generations_until_enough_wait_and_runs_calls_meanwhile():
+    texts = prompts(3)
+    alone = model()
+    expected = [alone.generate(t, 4) for t in texts]
+    engine = BatchEngine(model(), max_rows=3)
+    engine.start_together(3)
+    first = engine.submit(texts[0], 4)
+    # A model call is not queued behind the held generation, and the generation stays held.
+    assert engine.call(lambda: engine.lm.count_tokens(texts[0])) == alone.count_tokens(texts[0])
+    assert not first.done()
+    futures = [first, *(engine.submit(t, 4) for t in texts[1:])]
+    results = [f.result(timeout=HANG_GUARD_S) for f in futures]
+    engine.close()
+    for e, r in zip(expected, results):
+        assert_same(e, r)
+    assert engine.stats.peak_rows == 3 and engine.stats.solo == 0
+    with pytest.raises(ValueError, match=r"start_together\(3\)"):
+        BatchEngine(model(), max_rows=2).start_together(3)

@@ -12,6 +12,7 @@ from dynrag.methods.registry import build_method, method_names, method_traits, p
 from dynrag.retrieval.base import Hit
 from tests.fakes import FakeRetriever
 from tests.tiny_models import tiny_llama_lm
+from tests.waiting import HANG_GUARD_S
 
 HITS = [Hit(f"p{i}", f"town {i}", f"the bridge of town {i} was built by the engineer from lyon in {1880 + i} .", 1.0)
         for i in range(4)]
@@ -66,7 +67,7 @@ def answers(name, lm, threads):
         for w in workers:
             w.start()
         for w in workers:
-            w.join(120)
+            w.join(HANG_GUARD_S)
     else:
         for i in range(len(QUESTIONS)):
             ask(i)
@@ -78,6 +79,7 @@ def test_batched_answers_equal_one_question_at_a_time(name):
     alone = Recording(tiny_llama_lm(seed=3))
     expected = answers(name, alone, threads=False)
     batching = BatchingLM(tiny_llama_lm(seed=3), max_rows=4)
+    batching.engine.start_together(2)  # every question generates, so two rows do overlap
     batched = Recording(batching)
     got = answers(name, batched, threads=True)
     batching.close()

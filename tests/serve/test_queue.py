@@ -118,7 +118,7 @@ def test_each_thread_has_its_own_cancel_event():
     seen = []
     other = threading.Thread(target=lambda: seen.append((lm.event, lm.generate("p", 3))))
     other.start()
-    other.join(5)
+    other.join(HANG_GUARD_S)
     assert seen == [(None, "done")]  # the other thread's calls are not cancelled by this thread's event
     with pytest.raises(Cancelled):
         lm.generate("p", 3)

@@ -13,6 +13,10 @@ Bounded memory: at most ``max_rows`` rows decode together, and a prompt is admit
 padded batch stays within ``max_cached_tokens`` positions; beyond that requests wait in order.
 Prompt-lookup drafts are not used in batches (rows would feed different numbers of tokens); a
 request that finds the engine idle, with nothing else waiting, decodes alone with drafts.
+
+``start_together(n)`` holds generations back until ``n`` of them wait, then admits them in one
+go. Which rows overlap otherwise depends on how fast the callers' threads arrive, so a check that
+needs rows to decode together (a test, the GPU check) sets the gate instead of hoping.
 """
 
 from __future__ import annotations
@@ -91,6 +95,15 @@ class BatchEngine:
         self._batch = BatchCache()
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._gate: int | None = None  # generations to gather before the first admission
+
+    def start_together(self, rows: int) -> None:
+        """Admit no generation until ``rows`` of them wait (once); other model calls run meanwhile.
+        Set it before submitting; fewer than ``rows`` generations ever arriving would wait forever."""
+        if not 1 <= rows <= self.max_rows:
+            raise ValueError(f"start_together({rows}): between 1 and max_rows ({self.max_rows})")
+        with self._wake:
+            self._gate = rows
 
     # ---- the callers' side ----------------------------------------------------------------------
 
@@ -140,14 +153,45 @@ class BatchEngine:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                while not self._waiting and not self._rows and not self._closed:
+                while not self._rows and not self._closed and not self._can_admit():
                     self._wake.wait()
                 if self._closed and not self._waiting and not self._rows:
                     return
+                held = self._hold_gate()
             with torch.inference_mode():
-                self._admit()
+                if held:
+                    self._run_calls_only()
+                else:
+                    self._admit()
                 if self._rows:
                     self._step()
+
+    def _can_admit(self) -> bool:
+        """Under the engine's lock: is there work the gate lets through?"""
+        if self._gate is None:
+            return bool(self._waiting)
+        generations = sum(isinstance(r, GenerateRequest) for r in self._waiting)
+        return generations >= self._gate or any(isinstance(r, CallRequest) for r in self._waiting)
+
+    def _hold_gate(self) -> bool:
+        """Under the engine's lock: True while the gate holds generations back; it opens for good
+        once enough wait (or the engine closes)."""
+        if self._gate is None:
+            return False
+        if self._closed or sum(isinstance(r, GenerateRequest) for r in self._waiting) >= self._gate:
+            self._gate = None
+            return False
+        return True
+
+    def _run_calls_only(self) -> None:
+        """While generations gather: run the waiting model calls, whatever their place in the queue
+        (a caller blocked on one may be the one whose generation the gate waits for)."""
+        with self._wake:
+            calls = [r for r in self._waiting if isinstance(r, CallRequest)]
+            for call in calls:
+                self._waiting.remove(call)
+        for call in calls:
+            _settle(call.future, call.fn)
 
     def _next_waiting(self) -> GenerateRequest | CallRequest | None:
         with self._wake:
