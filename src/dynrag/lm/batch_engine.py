@@ -153,11 +153,11 @@ class BatchEngine:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                while not self._rows and not self._closed and not self._can_admit():
+                while not self._rows and not self._closed and not self._has_work():
                     self._wake.wait()
                 if self._closed and not self._waiting and not self._rows:
                     return
-                held = self._hold_gate()
+                held = self._gate_holds()
             with torch.inference_mode():
                 if held:
                     self._run_calls_only()
@@ -166,22 +166,19 @@ class BatchEngine:
                 if self._rows:
                     self._step()
 
-    def _can_admit(self) -> bool:
-        """Under the engine's lock: is there work the gate lets through?"""
-        if self._gate is None:
-            return bool(self._waiting)
-        generations = sum(isinstance(r, GenerateRequest) for r in self._waiting)
-        return generations >= self._gate or any(isinstance(r, CallRequest) for r in self._waiting)
-
-    def _hold_gate(self) -> bool:
+    def _gate_holds(self) -> bool:
         """Under the engine's lock: True while the gate holds generations back; it opens for good
         once enough wait (or the engine closes)."""
-        if self._gate is None:
-            return False
-        if self._closed or sum(isinstance(r, GenerateRequest) for r in self._waiting) >= self._gate:
+        if self._gate is not None and (
+                self._closed or sum(isinstance(r, GenerateRequest) for r in self._waiting) >= self._gate):
             self._gate = None
-            return False
-        return True
+        return self._gate is not None
+
+    def _has_work(self) -> bool:
+        """Under the engine's lock: is anything waiting that the gate lets through?"""
+        if self._gate_holds():
+            return any(isinstance(r, CallRequest) for r in self._waiting)
+        return bool(self._waiting)
 
     def _run_calls_only(self) -> None:
         """While generations gather: run the waiting model calls, whatever their place in the queue
