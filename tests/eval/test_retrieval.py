@@ -179,3 +179,34 @@ def test_eval_retrieval_option_is_a_deprecated_alias_of_retriever_option(tmp_pat
     assert r.exit_code == 0, r.output
     assert "warning: eval-retrieval --option is now --retriever-option" in r.output
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["options"] == {"backend": "numpy"}
+
+
+def test_eval_retrieval_matches_gold_paragraphs_by_content_in_an_index_with_other_ids(tmp_path):
+    """An index over the dataset's own paragraphs under other ids (as a Wikipedia dump gives them)
+    scores the same recall as the pooled contexts; an index without them warns in one line."""
+    from dynrag.datasets.loaders import load_examples
+
+    data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
+    paragraphs = {p.id: p for ex in load_examples("hotpotqa", data) for p in ex.contexts}
+    corpus = fx.write_jsonl(tmp_path / "wiki.jsonl", [
+        {"id": f"wiki-{i}", "title": p.title, "text": p.text} for i, p in enumerate(paragraphs.values())])
+    r = CliRunner().invoke(app, ["index", str(corpus), "--out", str(tmp_path / "idx")])
+    assert r.exit_code == 0, r.output
+    common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2", "--retriever-option", "backend=numpy"]
+    pooled = run([*common, "--out", str(tmp_path / "pooled")])
+    wiki = run([*common, "--corpus", str(tmp_path / "idx"), "--out", str(tmp_path / "wiki")])
+    assert pooled.exit_code == 0 and wiki.exit_code == 0, (pooled.output, wiki.output)
+    s_pooled, s_wiki = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("pooled", "wiki"))
+    assert s_wiki["recall@2"] == s_pooled["recall@2"] > 0 and s_wiki["mrr"] == s_pooled["mrr"]
+    assert s_wiki["gold_matched_by_content"] == 2 and s_pooled["gold_matched_by_content"] == 0
+    rankings = [json.loads(x) for x in (tmp_path / "wiki" / "rankings.jsonl").read_text().splitlines()]
+    assert all(hit.startswith("wiki-") for r in rankings for hit in r["ranked"])  # the index's own ids kept
+    assert rankings[1]["ranked_as_gold"][0] == rankings[1]["gold"][0]
+    assert "warning" not in wiki.output
+
+    other = fx.write_jsonl(tmp_path / "other.jsonl", [{"id": "o1", "title": "Rome", "text": "Rome is in Italy."},
+                                                      {"id": "o2", "title": "Oslo", "text": "Oslo is in Norway."}])
+    assert CliRunner().invoke(app, ["index", str(other), "--out", str(tmp_path / "oidx")]).exit_code == 0
+    r = run([*common, "--corpus", str(tmp_path / "oidx"), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert "warning:" in r.output and "not one gold passage of the 2 questions" in r.output

@@ -2,7 +2,9 @@
 supporting passages, plus its speed; the engine of ``dynrag eval-retrieval`` (eval/cli.py).
 
 Metrics (pure functions in metrics.py), per question with at least one gold supporting passage
-(questions without any are counted in ``n_without_support`` and left out):
+(questions without any are counted in ``n_without_support`` and left out). A hit is a gold passage
+when its id is a gold id, or when its title and text hash to one (``passage_key``): an index built
+from another copy of the same paragraphs, such as a Wikipedia dump, gives them other ids.
 
 - ``recall@K``: the fraction of the question's distinct gold passages among the top K hits;
 - ``support_all@K``: 1 when every gold passage is in the top K, else 0;
@@ -24,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dynrag.errors import ConfigError, DynragError
+from dynrag.datasets.examples import passage_key
 from dynrag.datasets.loaders import QAExample
 from dynrag.datasets.metrics import recall_at_k, reciprocal_rank, support_all_at_k
 from dynrag.retrieval.base import Retriever
@@ -84,6 +87,7 @@ def evaluate_retrieval(
         return out
 
     search_ranked(retriever, queries_for(usable[:1]), depth)  # warm-up: JIT, caches, lazy loads
+    content_keys: dict[str, str] = {}  # index id -> passage_key of its title and text
 
     from dynrag.progress import stderr_bar
 
@@ -95,38 +99,69 @@ def evaluate_retrieval(
             batch = usable[start : start + batch_size]
             t0 = time.perf_counter()
             queries = queries_for(batch)
-            ranked = search_ranked(retriever, queries, depth)
+            ranked = search_ranked(retriever, queries, depth, content_keys)
             elapsed += time.perf_counter() - t0
             for ex, query, ids in zip(batch, queries, ranked):
                 record = {"id": ex.id, "gold": list(dict.fromkeys(ex.supporting)), "ranked": ids}
+                as_gold = gold_ids(ids, record["gold"], content_keys)
+                if as_gold != ids:  # some hits are gold by content: what was scored, beside the index's ids
+                    record["ranked_as_gold"] = as_gold
                 if query_transform is not None:
                     record["queries"] = [query] if isinstance(query, str) else query
                 rankings.append(record)
             bar.update(len(batch))
 
     n = len(rankings)
+    scored = [(r.get("ranked_as_gold", r["ranked"]), r["gold"]) for r in rankings]
     summary: dict[str, Any] = {"n": n, "n_without_support": skipped}
     for k in ks:
-        summary[f"recall@{k}"] = sum(recall_at_k(r["ranked"], r["gold"], k) for r in rankings) / n
+        summary[f"recall@{k}"] = sum(recall_at_k(ranked, gold, k) for ranked, gold in scored) / n
     for k in ks:
-        summary[f"support_all@{k}"] = sum(support_all_at_k(r["ranked"], r["gold"], k) for r in rankings) / n
-    summary["mrr"] = sum(reciprocal_rank(r["ranked"], r["gold"]) for r in rankings) / n
+        summary[f"support_all@{k}"] = sum(support_all_at_k(ranked, gold, k) for ranked, gold in scored) / n
+    summary["mrr"] = sum(reciprocal_rank(ranked, gold) for ranked, gold in scored) / n
+    summary["gold_matched_by_content"] = sum(1 for r in rankings if "ranked_as_gold" in r)
     summary["mrr_depth"] = depth
     summary["queries_per_second"] = n / elapsed if elapsed > 0 else float("inf")
     summary["search_seconds"] = elapsed
     return RetrievalResult(summary, rankings)
 
 
-def search_ranked(retriever: Retriever, queries: list[str | list[str]], depth: int) -> list[list[str]]:
+def gold_ids(ranked: Sequence[str], gold: Sequence[str], content_keys: dict[str, str]) -> list[str]:
+    """``ranked`` with each hit that is gold by content (not by id) replaced by its gold id."""
+    wanted = set(gold)
+    return [hit if hit in wanted or content_keys.get(hit) not in wanted else content_keys[hit] for hit in ranked]
+
+
+def no_gold_found_warning(summary: dict[str, Any], index: str) -> str | None:
+    """One line when not one question's gold passage was among its hits, by id or by content:
+    recall then measures the index's coverage, not the retriever."""
+    depth = summary.get("mrr_depth")
+    if summary.get("n") and depth and summary.get(f"recall@{depth}", summary.get("mrr")) == 0:
+        return (f"{index}: not one gold passage of the {summary['n']} questions is among their top {depth} hits, "
+                "matched by id or by title and text (does this index hold the dataset's paragraphs?)")
+    return None
+
+
+def search_ranked(retriever: Retriever, queries: list[str | list[str]], depth: int,
+                  content_keys: dict[str, str] | None = None) -> list[list[str]]:
     """The ranked ids of each question: one search_batch call for the whole batch; a question with
-    several queries gets their rankings fused (reciprocal rank, cut to ``depth``)."""
+    several queries gets their rankings fused (reciprocal rank, cut to ``depth``). ``content_keys``,
+    when given, collects each hit's ``passage_key`` by its id."""
+    def seen(hits_lists):
+        if content_keys is not None:
+            for found in hits_lists:
+                for h in found:
+                    if h.id not in content_keys:
+                        content_keys[h.id] = passage_key(h.title or "", h.text or "")
+        return hits_lists
+
     if all(isinstance(q, str) for q in queries):  # one text a question: the rankings as they come
-        return [[h.id for h in hits] for hits in retriever.search_batch(queries, depth)]  # type: ignore[arg-type]
+        return [[h.id for h in hits] for hits in seen(retriever.search_batch(queries, depth))]  # type: ignore[arg-type]
     from dynrag.retrieval.query_transforms import fuse_rankings
 
     groups = [[q] if isinstance(q, str) else q for q in queries]
     flat = [text for group in groups for text in group]
-    hits = retriever.search_batch(flat, depth)
+    hits = seen(retriever.search_batch(flat, depth))
     out, at = [], 0
     for group in groups:
         lists = [[h.id for h in found] for found in hits[at : at + len(group)]]

@@ -9,7 +9,8 @@ from typing import Any
 
 from rich.console import Console
 
-from dynrag.eval.retrieval import evaluate_retrieval, transform_summary, write_outputs, write_query_texts
+from dynrag.eval.retrieval import (evaluate_retrieval, no_gold_found_warning, transform_summary, write_outputs,
+                                   write_query_texts)
 from dynrag.io.rundir import CONFIG, RETRIEVAL_RUN_FORMAT, lock_run
 from dynrag.eval.steps import load_questions, run_index
 from dynrag.io.files import atomic_write_json
@@ -78,6 +79,10 @@ def run_retrieval_eval(plan: RunPlan, console: Console, progress: bool) -> dict[
             )
         finally:
             close_retriever(searcher)
+        if (warning := no_gold_found_warning(result.summary, str(index_dir or retriever.name))) is not None:
+            from rich.text import Text
+
+            console.print(Text.assemble(("warning: ", "bold yellow"), warning), soft_wrap=True)
         meta = {
             "retriever": retriever.name,
             "options": retriever.options,
