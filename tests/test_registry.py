@@ -45,7 +45,7 @@ def test_unknown_option_lists_valid_ones() -> None:
 
 
 def test_bad_value_names_key_and_value() -> None:
-    with pytest.raises(ConfigError, match=r"toy 'first': option 'size'.*greater than or equal to 1.*got '0'"):
+    with pytest.raises(ConfigError, match=r"^toy 'first': option 'size': must be at least 1 \(got 0\)$"):
         make_registry().parse_options("first", {"size": "0"})
 
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
-from dynrag.errors import ConfigError, DataError, unencodable
+from dynrag.errors import ConfigError, DataError, plain_error, unencodable
 from dynrag.registry import Options, parse_pairs, split_csv_pairs
 
 CONFIG_YAML = "config.yaml"
@@ -175,22 +175,27 @@ def load_run_config(
 
 
 def _where(key: str, origin: Mapping[str, str | None], source: str | None) -> str:
-    key = key.split(" ")[0]
-    top = key.split(".")[0]
-    return origin.get(key) or origin.get(top) or source or FLAGS.get(top, top)
+    """The flag or file a key's value came from, and the key when the flag does not name it:
+    ``--limit``, ``--option theta of method 'flare'``, ``run.yaml: options.theta of method 'flare'``."""
+    path, _, of = key.partition(" ")
+    top, _, inner = path.partition(".")
+    where = origin.get(path) or origin.get(top) or source or FLAGS.get(top, top)
+    if not where.startswith("-"):
+        return f"{where}: {key}"
+    # --limit names its key; --option names its section, not the option within it
+    return " ".join(part for part in (where, inner, of) if part)
 
 
 def _message(
     exc: ValidationError, origin: Mapping[str, str | None], source: str | None, prefix: str = "", of: str = ""
 ) -> str:
     err = exc.errors()[0]
-    key = prefix + ".".join(str(p) for p in err["loc"]) + of
-    if err["type"] == "extra_forbidden":
-        what = "unknown key" + (f"; valid keys: {', '.join(RunConfig.model_fields)}" if not prefix else "")
-    else:
-        given = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], (dict, list)) else ""
-        what = f"{err['msg']}{given}"
-    return f"{_where(key, origin, source)}: {key}: {what}"
+    # a check across a whole section has no loc of its own: the section is the key
+    key = ".".join([prefix.rstrip(".")] * bool(prefix) + [str(p) for p in err["loc"]]) + of
+    what = plain_error(err)
+    if err["type"] == "extra_forbidden" and not prefix:
+        what += f"; valid keys: {', '.join(RunConfig.model_fields)}"
+    return f"{_where(key, origin, source)}: {what}"
 
 
 def section_options(config: RunConfig, key: Literal["options", "retriever_options"], name: str) -> Options:
@@ -208,8 +213,8 @@ def section_options(config: RunConfig, key: Literal["options", "retriever_option
     for option in values:
         if option not in fields:
             raise ConfigError(
-                f"{_where(f'{key}.{option}', origin, source)}: {key}.{option}: unknown option of "
-                f"{registry.kind} {name!r}; valid options: {', '.join(sorted(fields)) or 'none'}"
+                f"{_where(f'{key}.{option} of {registry.kind} {name!r}', origin, source)}: unknown option; "
+                f"valid options: {', '.join(sorted(fields)) or 'none'}"
             )
     try:
         return entry.options(**values)

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from dynrag.errors import ConfigError
+from dynrag.errors import ConfigError, plain_error
 
 T = TypeVar("T")
 O = TypeVar("O", bound="Options")
@@ -49,9 +49,8 @@ def validation_message(exc: ValidationError, where: str) -> str:
     err = exc.errors()[0]
     key = ".".join(str(p) for p in err["loc"])
     if not key:  # a check across several options: its message names them
-        return f"{where}: {err['msg'].removeprefix('Value error, ')}"
-    given = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
-    return f"{where}: option {key!r}: {err['msg']}{given}"
+        return f"{where}: {plain_error(err)}"
+    return f"{where}: option {key!r}: {plain_error(err)}"
 
 
 def parse_model(model: type[O], values: Mapping[str, Any], where: str) -> O:

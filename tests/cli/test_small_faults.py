@@ -35,13 +35,11 @@ def index(tmp_path_factory):
 @pytest.mark.parametrize("k", ["0", "-3"])
 def test_k_below_one_is_refused_by_ask_and_eval(tmp_path, index, k):
     r = dynrag("ask", "Who?", "--index", index, "--option", f"k={k}")
-    line = assert_one_line_error(r, "greater than or equal to 1", f"(got '{k}')")
-    assert "option 'k'" in line or "options.k" in line
+    assert_one_line_error(r, f"--option k of method 'single': must be at least 1 (got {k})")
     data = jsonl(tmp_path / "qa.jsonl", {"id": "q", "question": "Who?", "answers": ["x"]})
     r = dynrag("eval", "--dataset", "jsonl", "--data", data, "--method", "single", "--corpus", "contexts",
                "--option", f"k={k}", "--out", tmp_path / "run")
-    line = assert_one_line_error(r, "greater than or equal to 1", f"(got '{k}')")
-    assert "option 'k'" in line or "options.k" in line
+    assert_one_line_error(r, f"--option k of method 'single': must be at least 1 (got {k})")
     assert not (tmp_path / "run").exists()
 
 

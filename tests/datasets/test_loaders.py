@@ -109,7 +109,7 @@ def test_json_list_bad_record_names_file_line_and_index(tmp_path):
 def test_json_syntax_error_names_line(tmp_path):
     path = tmp_path / "s.json"
     path.write_text('[\n{"qid": "a", "question": "q?", "answer": true},\n{"qid": "b", "question": }\n]\n')
-    with pytest.raises(DataError, match=r"s\.json:3: invalid JSON in record 1"):
+    with pytest.raises(DataError, match=r"s\.json:3: not valid JSON: expecting value at column 26 \("):
         load("strategyqa", path)
     path.write_text('{"not": "a list"}')
     with pytest.raises(DataError, match="expected a JSON list"):
@@ -120,7 +120,7 @@ def test_jsonl_bad_line_and_skip_bad(tmp_path):
     path = tmp_path / "q.jsonl"
     rows = [json.dumps(r) for r in fx.qa_rows(3)]
     path.write_text(rows[0] + "\n\n{broken\n" + rows[1] + "\n" + json.dumps({"id": "q9", "question": "?"}) + "\n" + rows[2] + "\n")
-    with pytest.raises(DataError, match=r"q\.jsonl:3: record 1: invalid JSON"):
+    with pytest.raises(DataError, match=r"q\.jsonl:3: not valid JSON: expecting property name enclosed in double quotes at column 2 \("):
         load("jsonl", path)
     report = LoadReport()
     ex = load("jsonl", path, skip_bad=True, report=report)

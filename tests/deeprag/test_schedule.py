@@ -45,7 +45,7 @@ def test_the_authors_recipe_is_the_default_of_both_stages():
     assert (calibration.schedule, calibration.warmup_ratio, calibration.epochs) == ("cosine", 0.1, 8)
     assert isinstance(CalibrationRequest(None, None).options, CalibrationOptions)
     assert train_options([], "calibration", epochs=2, schedule="constant").epochs == 2
-    with pytest.raises(ConfigError, match="option 'schedule': Input should be 'constant' or 'cosine'"):
+    with pytest.raises(ConfigError, match="option 'schedule': must be 'constant' or 'cosine' \\(got 'linear'\\)"):
         train_options([], schedule="linear")
     with pytest.raises(ConfigError, match="option 'warmup_ratio'"):
         train_options(["warmup_ratio=1"])

@@ -140,9 +140,9 @@ def test_eval_retrieval_hyde_multi_shares_its_first_passage_with_hyde(tmp_path, 
 def test_eval_retrieval_transform_errors_are_one_line(tmp_path, scripted):
     data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
     cases = [
-        (["--query-transform", "hyd"], "query_transform: Value error, unknown query transform; choose one of: "
+        (["--query-transform", "hyd"], "--query-transform: unknown query transform; choose one of: "
                                        "none, hyde, hyde-only, hyde-multi, rewrite, decompose"),
-        (["--query-transform", "hyde-multi", "--hyde-documents", "0"], "--hyde-documents: hyde_documents:"),
+        (["--query-transform", "hyde-multi", "--hyde-documents", "0"], "--hyde-documents: must be at least 1 (got 0)"),
         (["--hyde", "--query-transform", "rewrite"], "conflicts with --query-transform rewrite"),
         (["--model", "bundled"], "add --hyde or --query-transform NAME"),
         (["--query-transform", "hyde-multi"], "cannot do; use a local model"),  # the scripted model cannot sample
@@ -167,7 +167,7 @@ def test_a_flags_dict_carries_the_transform_into_the_plan(tmp_path):
 def test_eval_retrieval_decompose_with_the_bundled_model(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(3))
     r = run(["--dataset", "jsonl", "--data", str(data), "--query-transform", "decompose", "--limit", "2",
-             "--retriever-option", "backend=numpy", "--out", str(tmp_path / "o")])
+             "--model", "bundled:smollm2", "--retriever-option", "backend=numpy", "--out", str(tmp_path / "o")])
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["n"] == 2 and summary["texts_generated"] == 2 and summary["query_model"].startswith("bundled")

@@ -144,7 +144,7 @@ def test_corrupt_middle_line_is_an_error(tmp_path):
     pred_file = tmp_path / "run" / "predictions.jsonl"
     text = pred_file.read_text().splitlines(keepends=True)
     pred_file.write_text(text[0] + "garbage\n" + "".join(text[1:]))
-    with pytest.raises(DataError, match=r"predictions\.jsonl:2: invalid JSON"):
+    with pytest.raises(DataError, match=r"predictions\.jsonl:2: not valid JSON: expecting value at column 1"):
         run_eval(request(tmp_path, data), method_factory=method_factory(answers), progress=False)
 
 
@@ -169,7 +169,7 @@ def test_bad_requests_fail_before_any_work(tmp_path):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
     with pytest.raises(ConfigError, match="pass --corpus"):
         run_eval(request(tmp_path, data, corpus=None), method_factory=method_factory(), progress=False)
-    with pytest.raises(ConfigError, match="options.nope: unknown option of method 'single'"):
+    with pytest.raises(ConfigError, match="--option nope of method 'single': unknown option; valid options: "):
         run_eval(request(tmp_path, data, options={"nope": "1"}), method_factory=method_factory(), progress=False)
     with pytest.raises(ConfigError, match="unknown method"):
         run_eval(request(tmp_path, data, method="nope"), method_factory=method_factory(), progress=False)
@@ -342,6 +342,6 @@ def test_retriever_flags_on_a_method_that_does_not_retrieve_are_an_error(tmp_pat
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(2))
     with pytest.raises(ConfigError, match="method 'direct' does not retrieve"):
         run_eval(request(tmp_path, data, method="direct", retriever="dense"), method_factory=method_factory(), progress=False)
-    with pytest.raises(ConfigError, match=r"--retriever-option: retriever_options.alpha: unknown option of retriever 'bm25'"):
+    with pytest.raises(ConfigError, match=r"--retriever-option alpha of retriever 'bm25': unknown option"):
         run_eval(request(tmp_path, data, retriever_options=["alpha=0.3"]), method_factory=method_factory(), progress=False)
     assert not (tmp_path / "run").exists()

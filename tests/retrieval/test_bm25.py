@@ -206,7 +206,7 @@ def test_load_corrupt_manifests(index_dir, tmp_path):
     manifest = json.loads((d / "manifest.json").read_text())
 
     (d / "manifest.json").write_text("{not json")
-    assert_index_error(d, "manifest.json unreadable")
+    assert_index_error(d, "manifest.json:1: not valid JSON: expecting property name")
 
     (d / "manifest.json").write_text(json.dumps({**manifest, "format_version": 99}))
     assert_index_error(d, "version 99")

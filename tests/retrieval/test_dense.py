@@ -159,7 +159,7 @@ def test_bad_or_missing_index_names_the_dir(tmp_path, hash_embedder):
     DenseIndex.build(CORPUS, out, hash_embedder, progress=False)
     good = (out / "manifest.json").read_text()
     (out / "manifest.json").write_text("{not json")
-    assert_index_error(out, "manifest.json unreadable", hash_embedder)
+    assert_index_error(out, "manifest.json:1: not valid JSON: expecting property name", hash_embedder)
     (out / "manifest.json").write_text(json.dumps({**json.loads(good), "format_version": 9}))
     assert_index_error(out, "version", hash_embedder)
     (out / "manifest.json").write_text(json.dumps({**json.loads(good), "count": 5}))

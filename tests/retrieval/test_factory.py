@@ -27,7 +27,7 @@ def test_parse_options_types_values_and_keeps_only_those_given():
     assert parse_retriever_options("dense", ["batch-size=8"]) == {"batch_size": 8}
     with pytest.raises(ConfigError, match="retriever 'bm25': unknown option 'alpha'"):
         parse_retriever_options("bm25", ["alpha=0.3"])
-    with pytest.raises(ConfigError, match=r"retriever 'hybrid': option 'alpha': Input should be a valid number.*got 'high'"):
+    with pytest.raises(ConfigError, match=r"retriever 'hybrid': option 'alpha': must be a number \(got 'high'\)"):
         parse_retriever_options("hybrid", ["alpha=high"])
     with pytest.raises(ConfigError, match=r"retriever 'hybrid': option 'fusion'.*'minmax' or 'rrf'"):
         parse_retriever_options("hybrid", ["fusion=mean"])

@@ -17,7 +17,7 @@ import numpy as np
 
 from dynrag.classify.logistic import fit, predict_proba
 from dynrag.datasets.boundary import Confusion, confusion
-from dynrag.errors import DataError
+from dynrag.errors import DataError, json_error
 
 L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1)
 FOLDS = 5
@@ -43,7 +43,7 @@ def read_examples(path: Path) -> tuple[list[str], np.ndarray, list[str]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataError(str(path), f"invalid JSON: {exc.msg}", line_no) from exc
+                raise json_error(path, exc, line_no) from exc
             text, label = record.get("text"), record.get("needs_retrieval")
             if not isinstance(text, str) or not text.strip():
                 raise DataError(str(path), "'text' must be a non-empty string", line_no)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import DataError, DynragError, unencodable
+from dynrag.errors import DataError, DynragError, json_error, unencodable
 
 FOLDER_SUFFIXES = (".txt", ".md")
 
@@ -149,7 +149,7 @@ def read_jsonl(path: str | Path) -> Iterator[Passage]:
             try:
                 record = json.loads(raw)
             except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
-                raise DataError(str(path), f"not valid JSON: {e}", lineno) from e
+                raise json_error(path, e, lineno) from e
             if b"\\u" in raw:  # only an escape can make text that UTF-8 cannot encode
                 problem = unencodable(record)
                 if problem is not None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from dynrag.errors import DataError
 from dynrag.datasets.formats import DATASETS, Dataset, ParseContext, dataset_spec
 from dynrag.datasets.examples import LoadReport, QAExample, make_passage, passage_key
-from dynrag.datasets.records import BadRecord, first_char, iter_jsonl, read_text
+from dynrag.datasets.records import BadJSON, BadRecord, first_char, iter_jsonl, read_text
 
 __all__ = [
     "DATASETS", "Dataset", "LoadReport", "QAExample", "dataset_spec", "load_aliases", "load_examples",
@@ -41,7 +41,9 @@ def load_aliases(path: Path) -> dict[str, list[str]]:
         return out
     out = {}
     for line, _, rec in iter_jsonl(path):
-        if isinstance(rec, BadRecord) or not isinstance(rec, dict) or "Q_id" not in rec:
+        if isinstance(rec, BadRecord):
+            raise DataError(str(path), str(rec), line)
+        if not isinstance(rec, dict) or "Q_id" not in rec:
             raise DataError(str(path), "expected {Q_id, aliases, demonyms} per line", line)
         names = [str(a) for a in (rec.get("aliases") or []) + (rec.get("demonyms") or [])]
         out[str(rec["Q_id"])] = names
@@ -98,7 +100,8 @@ def load_examples(
                 if ex.id in seen:
                     raise BadRecord(f"duplicate id {ex.id!r} (first seen on line {seen[ex.id]})")
         except (BadRecord, KeyError, TypeError, ValueError, AttributeError) as exc:
-            message = f"record {index}: {_describe(exc)}"
+            # a line that is not JSON holds no record yet: its line and column place it
+            message = str(exc) if isinstance(exc, BadJSON) else f"record {index}: {_describe(exc)}"
             if not skip_bad:
                 raise DataError(str(path), message, line) from exc
             report.skip(f"{path}:{line}: {message}")

@@ -16,13 +16,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dynrag.errors import DataError, unencodable
+from dynrag.errors import DataError, json_error, json_problem, unencodable
 
 _WS = re.compile(r"\s*")
 
 
 class BadRecord(Exception):
     """A record that cannot be used; the message says why (the caller adds file and line)."""
+
+
+class BadJSON(BadRecord):
+    """A JSONL line that is not JSON: not yet a record, so its message names no record index."""
 
 
 def read_text(path: Path) -> str:
@@ -68,7 +72,7 @@ def iter_json_array(path: Path) -> Iterator[tuple[int, int, Any]]:
         try:
             record, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise DataError(str(path), f"invalid JSON in record {index}: {exc.msg}", exc.lineno) from exc
+            raise json_error(path, exc) from exc
         yield line, index, _encodable(record, escapes)
         index += 1
         pos = _WS.match(text, end).end()
@@ -115,7 +119,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, int, Any]]:
             try:
                 record: Any = json.loads(line)
             except json.JSONDecodeError as exc:
-                record = BadRecord(f"invalid JSON ({exc.msg} at column {exc.colno})")
+                record = BadJSON(json_problem(exc))
             else:
                 record = _encodable(record, "\\u" in line)
             yield line_no, index, record

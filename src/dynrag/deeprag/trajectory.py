@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import DataError
+from dynrag.errors import DataError, json_problem
 from dynrag.io.jsonl import read_jsonl
 from dynrag.methods.deeprag.narrative import NarrativeStep
 
@@ -139,6 +139,6 @@ def read_trajectories(path: str | Path) -> list[Trajectory]:
 
             problem = _validate(json.loads(raw)) or "line not terminated"
         except ValueError as exc:
-            problem = f"invalid JSON ({exc})"
+            problem = json_problem(exc)
         raise DataError(str(path), problem, line_no)
     return [parse_trajectory(r) for r in records]

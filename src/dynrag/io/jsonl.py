@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dynrag.errors import DataError, DynragError
+from dynrag.errors import DataError, DynragError, json_problem
 from dynrag.io.faults import file_errors, os_error_message
 
 
@@ -92,7 +92,7 @@ def read_jsonl(
                 try:
                     record = json.loads(raw)
                 except (ValueError, UnicodeDecodeError) as exc:
-                    problem = f"invalid JSON ({exc})"
+                    problem = json_problem(exc)
                 if problem is None and validate is not None:
                     problem = validate(record)
             if problem is not None:

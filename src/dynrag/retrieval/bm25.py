@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from dynrag.errors import DynragError
+from dynrag.errors import DynragError, json_error
 from dynrag.retrieval.base import Hit
 from dynrag.retrieval.bm25_build import build_bm25_index
 from dynrag.retrieval.manifest import INDEX_FORMAT, index_error, read_manifest
@@ -153,7 +153,9 @@ def _check_bm25s_params(path: Path) -> None:
             data = json.loads((path / name).read_text(encoding="utf-8"))
         except FileNotFoundError as e:
             raise index_error(path, f"{name} missing") from e
-        except (OSError, ValueError) as e:
+        except OSError as e:
             raise index_error(path, f"{name} unreadable ({e})") from e
+        except ValueError as e:  # not JSON, or not UTF-8
+            raise index_error(path, str(json_error(name, e))) from e
         if not isinstance(data, dict):
             raise index_error(path, f"{name} holds a JSON {type(data).__name__}, expected an object")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Literal
 
-from dynrag.errors import ConfigError, DynragError
+from dynrag.errors import ConfigError, DynragError, json_error
 from dynrag.io.directories import atomic_directory
 from dynrag.io.files import atomic_write_json
 from dynrag.lm.bundled import cache_root, package_dir
@@ -318,8 +318,10 @@ def _read_json(path: Path, what: str) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise DynragError(f"cannot load embedding model {what}: {path.name} is unreadable ({exc})") from exc
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise DynragError(f"cannot load embedding model {what}: {json_error(path.name, exc)}") from exc
 
 
 def read_sentence_config(directory: Path) -> SentenceConfig:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dynrag.errors import IndexDirError
+from dynrag.errors import IndexDirError, json_error
 
 MANIFEST = "manifest.json"
 # The format of an index directory (the BM25 index owns the directory and its manifest).
@@ -28,8 +28,10 @@ def load_manifest_json(path: Path, missing: str, rebuild: str = REBUILD) -> dict
         manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise index_error(path, missing, rebuild) from e
-    except (OSError, ValueError) as e:
+    except OSError as e:
         raise index_error(path, f"manifest.json unreadable ({e})", rebuild) from e
+    except ValueError as e:  # not JSON, or not UTF-8
+        raise index_error(path, str(json_error(MANIFEST, e)), rebuild) from e
     if not isinstance(manifest, dict):
         raise index_error(path, "manifest.json is not an object", rebuild)
     return manifest

@@ -28,7 +28,7 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from dynrag.errors import DynragError
+from dynrag.errors import DynragError, plain_error
 from dynrag.serve.cancel import Cancelled
 from dynrag.serve.engine import Engine
 from dynrag.serve.limits import Guard, ServeSettings
@@ -75,7 +75,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def invalid_request(_: Request, exc: RequestValidationError):
         err = exc.errors()[0]
         loc = [str(p) for p in err.get("loc", ()) if p != "body"]
-        message = f"{'.'.join(loc) or 'body'}: {err.get('msg')}"
+        message = f"{'.'.join(loc) or 'body'}: {plain_error(err)}"
         if err.get("type") == "extra_forbidden":
             message += f"; valid fields: {', '.join(AskRequest.model_fields)}"
         return JSONResponse(APIError(400, message, code="invalid_request", param=".".join(loc) or None).body(), 400)

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from dynrag.corpus.passage import Passage
-from dynrag.errors import ConfigError
+from dynrag.errors import ConfigError, plain_error
 from dynrag.text.sentences import split_sentences
 
 CHUNK_SPEC_FORMS = (
@@ -145,7 +145,7 @@ def _check_window(size: int, overlap: int) -> None:
 
 def _first_error(e: ValueError) -> str:
     if isinstance(e, ValidationError):
-        return e.errors()[0]["msg"].removeprefix("Value error, ")
+        return plain_error(e.errors()[0])
     return "sizes must be whole numbers"
 
 

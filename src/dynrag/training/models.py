@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from dynrag.errors import ConfigError, DynragError
+from dynrag.errors import ConfigError, DynragError, json_error
 from dynrag.io.files import atomic_write_json, fsync_dir
 from dynrag.methods.deeprag.narrative import CHECKPOINT_META
 
@@ -94,5 +94,7 @@ def read_meta(out: Path) -> dict[str, Any]:
     path = Path(out) / CHECKPOINT_META
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise DynragError(f"{path}: unreadable checkpoint description ({exc})") from exc
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise json_error(path, exc) from exc

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from dynrag.errors import ConfigError
+from dynrag.errors import ConfigError, plain_error
 from dynrag.registry import Options
 
 Section = Literal["options", "retriever_options"]
@@ -165,7 +165,7 @@ def _check_value(model: type[Options], name: str, value: Any, spec: str) -> None
     except ValidationError as exc:
         errors = [e for e in exc.errors() if tuple(e["loc"][:1]) == (name,)]
         if errors:
-            raise ConfigError(f"{FLAG} {spec}: {name}={_text(value)}: {errors[0]['msg']}") from None
+            raise ConfigError(f"{FLAG} {spec}: {name} {plain_error({**errors[0], 'input': _text(value)})}") from None
         # another option's check across options: the full trial configuration decides
 
 

@@ -14,6 +14,7 @@ from dynrag.datasets.formats.registry import DATASETS, Dataset, ParseContext
 from dynrag.datasets.formats.fields import answers, as_object, generic_contexts, required, required_text, string_list
 from dynrag.datasets.examples import QAExample
 from dynrag.datasets.records import BadRecord, first_char, iter_json_array, iter_jsonl, iter_tsv
+from dynrag.errors import json_problem
 from dynrag.registry import Options
 
 
@@ -34,7 +35,7 @@ def popqa_answers(record: Any) -> list[str]:
             try:
                 raw = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise BadRecord(f"possible_answers is not a JSON list ({exc.msg})") from exc
+                raise BadRecord(f"possible_answers: {json_problem(exc)}") from exc
     return string_list(raw, "possible_answers")
 
 
