@@ -133,7 +133,7 @@ def test_jsonl_torn_last_line_is_dropped_and_repaired(tmp_path: Path) -> None:
 def test_jsonl_bad_middle_line_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
     path.write_bytes(b'{"id": "a"}\n\nnot json\n{"id": "b"}\n')
-    with pytest.raises(DataError, match=r"p\.jsonl:3: invalid JSON"):
+    with pytest.raises(DataError, match=r"p\.jsonl:3: not valid JSON: expecting value at column 1 \("):
         read_jsonl(path)
 
 
@@ -142,7 +142,7 @@ def test_jsonl_written_whole_has_no_torn_tail(tmp_path: Path) -> None:
     path.write_bytes(b'{"id": "a"}\n{"id": "b"}')  # no final newline: fine for a whole file
     assert read_jsonl(path, whole=True) == [{"id": "a"}, {"id": "b"}]
     path.write_bytes(b'{"id": "a"}\n{"id": ')
-    with pytest.raises(DataError, match=r"p\.jsonl:2: invalid JSON"):
+    with pytest.raises(DataError, match=r"p\.jsonl:2: not valid JSON: expecting value at column 7 \(the text ends before the JSON does"):
         read_jsonl(path, whole=True)
 
 
@@ -192,7 +192,35 @@ def test_read_json_names_the_file_and_what_it_should_hold(tmp_path):
     assert read_json(good, "run config") == {"a": [1, 2]}
     bad = tmp_path / "broken.json"
     bad.write_text('{"a": ', encoding="utf-8")
-    with pytest.raises(DataError, match=r"broken\.json: unreadable run config \(Expecting value"):
+    with pytest.raises(DataError, match=r"broken\.json: unreadable run config: not valid JSON: expecting value at column 6 \(the text ends before"):
         read_json(bad, "run config")
     with pytest.raises(DataError, match=r"missing\.json: unreadable summary \("):
         read_json(tmp_path / "missing.json", "summary")
+
+
+def test_atomic_writes_get_the_mode_a_plain_open_gives(tmp_path: Path) -> None:
+    import stat
+
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(path.stat().st_mode)
+
+    old = tmp_path / "old.json"
+    old.write_text("{}")
+    old.chmod(0o600)
+    before = os.umask(0o027)
+    try:
+        atomic_write_json(tmp_path / "new.json", {"x": 1})
+        atomic_write_json(old, {"x": 2})  # replaced by a new file: the old one's mode goes with it
+        with atomic_file(tmp_path / "streamed.bin") as f:
+            f.write(b"x")
+        with open(tmp_path / "plain.txt", "w") as f:
+            f.write("x")
+        with atomic_directory(tmp_path / "index") as tmp:
+            (tmp / "f").write_text("x")
+        (tmp_path / "plain-dir").mkdir()
+    finally:
+        os.umask(before)
+    assert mode(tmp_path / "plain.txt") == 0o640
+    assert [mode(tmp_path / n) for n in ("new.json", "old.json", "streamed.bin")] == [0o640] * 3
+    assert mode(tmp_path / "index") == mode(tmp_path / "plain-dir") == 0o750
+    assert json.loads(old.read_text()) == {"x": 2}

@@ -1,5 +1,6 @@
 """Atomic directory builds: fill a temporary sibling, fsync it, and swap it into place only when
-complete (the old directory is moved aside first and deleted afterwards)."""
+complete (the old directory is moved aside first and deleted afterwards); and ``check_out_dir``,
+which refuses an --out that a command must not write into."""
 
 from __future__ import annotations
 
@@ -10,9 +11,30 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from dynrag.errors import ConfigError
 from dynrag.io.faults import build_errors, file_errors
 from dynrag.io.files import fsync_dir
-from dynrag.io.scratch import BUILD, OLD, hold, remove_stale_builds
+from dynrag.io.scratch import BUILD, OLD, hold, new_temp_dir, remove_stale_builds
+
+
+def check_out_dir(out: str | Path, ours: Callable[[Path], bool], kind: str, where: str | None = None) -> None:
+    """Refuse ``out`` when it exists and is not a directory, or holds files and ``ours(out)`` says
+    they are not (the remains of) a ``kind``: --out may be a typo, and the command would write
+    beside someone's files or over them. A missing or empty directory is fine. ``where`` starts
+    the message (default: the path)."""
+    out = Path(out)
+    where = where or str(out)
+    if not out.exists():
+        return
+    if out.is_file():
+        raise ConfigError(f"{where}: is a file, not a directory (choose another --out)")
+    if not out.is_dir():
+        raise ConfigError(f"{where}: exists and is not a directory (choose another --out)")
+    with file_errors(out):
+        names = sorted(e.name for e in out.iterdir())
+    if names and not ours(out):
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        raise ConfigError(f"{where}: exists and is not a {kind} (it holds {shown}; choose another --out, or empty it)")
 
 
 def fsync_tree(directory: str | Path) -> None:
@@ -25,12 +47,6 @@ def fsync_tree(directory: str | Path) -> None:
             finally:
                 os.close(fd)
         fsync_dir(root)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def swap_directory(tmp: Path, out: Path) -> None:
@@ -69,13 +85,12 @@ def atomic_directory(out: str | Path, check: Callable[[Path], None] | None = Non
     with file_errors(out, always=True):
         out.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_builds(out)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{BUILD}-{os.getpid()}-", dir=out.parent))
+        tmp = new_temp_dir(out.parent, f".{out.name}.{BUILD}-{os.getpid()}-")
         held = os.open(tmp, os.O_RDONLY)  # the flock that tells a live build from a stale one
         hold(held)
     try:
         # A fault while the build writes is reported against ``out``: the temporary is gone after.
         with build_errors(out, tmp):
-            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; the result need not be
             yield tmp
             fsync_tree(tmp)
             if check is not None:

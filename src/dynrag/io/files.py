@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from dynrag.errors import DataError
+from dynrag.errors import DataError, json_problem
 from dynrag.io.faults import build_errors, file_errors
-from dynrag.io.scratch import WRITE, hold, remove_stale_builds
+from dynrag.io.scratch import WRITE, hold, new_temp_file, remove_stale_builds
 
 
 def fsync_dir(directory: str | Path) -> None:
@@ -35,24 +34,24 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """A binary file to stream into; on success it replaces ``path`` atomically and durably.
 
     For content too large to hold in memory (joined model weights); an error leaves ``path`` as
-    it was and removes the temporary file.
+    it was and removes the temporary file. The file ends with the mode a plain open() gives a new
+    file (0666 less the umask), whatever mode ``path`` had.
     """
     path = Path(path)
     with file_errors(path, always=True):
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_builds(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{WRITE}-{os.getpid()}-", suffix=".tmp")
+        fd, tmp = new_temp_file(path.parent, f".{path.name}.{WRITE}-{os.getpid()}-", ".tmp")
         hold(fd)
     try:
-        with build_errors(path, Path(tmp)):
+        with build_errors(path, tmp):
             with os.fdopen(fd, "wb") as f:
                 yield f
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
 
 
@@ -75,5 +74,7 @@ def read_json(path: str | Path, what: str) -> Any:
     and `what` it should have held ("unreadable run config (...)")."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:
+        raise DataError(str(path), f"unreadable {what}: {json_problem(exc)}") from exc
+    except OSError as exc:
         raise DataError(str(path), f"unreadable {what} ({exc})") from exc

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # The kinds of temporary beside a target NAME: .NAME.build-PID-* (a directory being built),
 # .NAME.old-PID-* (the previous directory during a swap), .NAME.write-PID-*.tmp (a file being written).
@@ -18,6 +21,32 @@ WRITE = "write"
 # A temporary nobody holds is stale only once it is this old: its builder takes the flock a moment
 # after creating it, and must not lose it in between.
 _UNHELD_GRACE_SECONDS = 30.0
+
+
+def new_temp_file(parent: Path, prefix: str, suffix: str = "") -> tuple[int, Path]:
+    """A new file ``parent/PREFIX<random>SUFFIX``, open for writing (fd, path).
+
+    Created with mode 0666 for the kernel to apply the umask (and any default ACL), so the file
+    renamed into place has the mode a plain open() would give it; mkstemp makes it 0600, and
+    reading the umask means setting it (os.umask), process-wide, racing other threads' files."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    return _unique(parent, prefix, suffix, lambda path: os.open(path, flags, 0o666))
+
+
+def new_temp_dir(parent: Path, prefix: str) -> Path:
+    """A new directory ``parent/PREFIX<random>``, mode 0777 less the umask as a plain mkdir
+    (``new_temp_file`` says why not mkdtemp)."""
+    return _unique(parent, prefix, "", lambda path: os.mkdir(path, 0o777))[1]
+
+
+def _unique(parent: Path, prefix: str, suffix: str, create: Callable[[Path], Any]) -> tuple[Any, Path]:
+    for _ in range(100):
+        path = Path(parent) / f"{prefix}{secrets.token_hex(4)}{suffix}"
+        try:
+            return create(path), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{parent}: no free temporary name {prefix}*{suffix}")
 
 
 def _scratch_pattern(name: str, kind: str) -> re.Pattern[str]:
