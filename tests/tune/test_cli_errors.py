@@ -46,8 +46,11 @@ def snapshot(out):
      "--storage postgresql://nobody@127.0.0.1:9/nothing: cannot open the study storage ("),
     ((*SPACE, "--storage", "mysql://h/db"), "--storage mysql://h/db: expected sqlite:///FILE or postgresql://"),
     (("--space", "theta=0.5,1.0,1.5", "--trials", "3", "--sampler", "grid"),
-     "--study t: was created with another space (theta=0.5,1.5, now theta=0.5,1,1.5); tune into another --out or --study"),
-    ((*SPACE, "--metric", "f1"), "--study t: was created with another metric (em, now f1)"),
+     "/t: this study was made with --space theta=0.5,1.5; now --space theta=0.5,1,1.5 (rerun with the study's "
+     "settings or choose a new --out)"),
+    ((*SPACE, "--metric", "f1"), "/t: this study was made with metric=em; now metric=f1 (rerun with"),
+    (("--space", "theta=0.5,1.5", "--trials", "2"), "/t: this study was made with sampler=grid; now sampler=tpe or random"),
+    ((*SPACE, "--option", "theta=0.3"), "--option theta: also searched by --space theta (give it one or the other)"),
     (("--space", "theta=0.5:2", "--trials", "2", "--sampler", "grid"), "--sampler grid needs a list A,B,C or a range with a step"),
     (("--space", "theta=1,2", "--trials", "2", "--sampler", "anneal"), "--sampler anneal: choose one of: tpe, grid, random"),
 ])
@@ -82,3 +85,32 @@ def test_an_out_directory_of_other_files_is_refused_and_left_alone(tmp_path, tun
     r = tune(data, tmp_path / "other", *SPACE)
     assert r.returncode == 1 and "--out" in r.stderr and "is not a tune directory" in r.stderr
     assert [p.name for p in (tmp_path / "other").iterdir()] == ["notes.txt"]
+
+
+def test_a_changed_run_setting_names_each_key_that_differs_with_both_values(tuned):
+    data, out = tuned
+    before = snapshot(out)
+    r = tune(data, out, *SPACE, "--limit", "3", "--option", "query_words=12")
+    assert r.returncode == 1
+    assert r.stderr.strip() == (f"error: --out {out}: this study was made with options.query_words=25, limit=none; "
+                                "now options.query_words=12, limit=3 (rerun with the study's settings or choose a new --out)")
+    assert snapshot(out) == before
+
+
+def test_a_searched_option_fixed_by_a_flag_is_refused_before_anything_is_written(tmp_path, tuned):
+    data, _ = tuned
+    r = tune(data, tmp_path / "x", "--space", "theta=0.3:2.0", "--trials", "2", "--option", "theta=0.3")
+    assert r.returncode == 1
+    assert r.stderr.strip() == "error: --option theta: also searched by --space theta (give it one or the other)"
+    assert not (tmp_path / "x").exists()
+
+
+def test_help_marks_space_and_trials_required_and_the_report_alone_needs_neither(tuned):
+    _, out = tuned
+    text = run_in_process("tune", "--help", env={"COLUMNS": "120"}).stdout
+    for flag in ("--space NAME=SPEC", "--trials N"):
+        after = text.split(flag, 1)[1].split("\n  --", 1)[0]
+        assert " ".join(after.split()).startswith("Required:"), (flag, after)
+    alone = run_in_process("tune", "--out", out, "--report")
+    assert alone.returncode == 0, alone.stderr
+    assert "| trial | state | theta | em |" in alone.stdout

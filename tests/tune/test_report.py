@@ -1,7 +1,7 @@
 """The report's pure parts: the Pareto front and the edge notes."""
 
 from dynrag.methods.registry import METHODS
-from dynrag.tune.report import best_row, edge_notes, pareto_front
+from dynrag.tune.report import best_row, edge_notes, pareto_front, tie_note
 from dynrag.tune.space import parse_param
 
 
@@ -33,3 +33,12 @@ def test_the_best_among_equal_figures_is_the_cheaper_one_then_the_earliest():
     assert best_row(rows, True, False)["number"] == 2  # fewer retrievals wins the tie, then the earlier trial
     assert best_row(rows, True, None)["number"] == 0
     assert best_row([row(0, 0.5, 1.0, "pruned")], True, None) is None
+
+
+def test_a_tie_note_only_when_every_trial_ran_in_full_to_the_same_figure():
+    assert tie_note([row(0, 0.5, None), row(1, 0.5, None), row(2, 0.5, None)], "em").startswith(
+        "All 3 trials tied at em 0.5: the ends of the range say nothing")
+    assert tie_note([row(0, 0.5, None), row(1, 0.5, None)], "em").startswith("Both trials tied at em 0.5")
+    assert tie_note([row(0, 0.5, None), row(1, 0.6, None)], "em") is None
+    assert tie_note([row(0, 0.5, None), row(1, 0.5, None), row(2, 0.5, None, "pruned")], "em") is None
+    assert tie_note([row(0, 0.5, None)], "em") is None  # one trial ties with nothing

@@ -68,6 +68,16 @@ def test_the_best_at_an_end_of_the_range_is_said_plainly(tmp_path, dev):
     assert "The best theta (1) is at the low end of the space (theta=1:2:0.5)" in r.stdout
 
 
+def test_when_every_trial_ties_the_report_says_so_instead_of_pointing_at_an_end(tmp_path, dev):
+    _, data = dev
+    # theta 0.9 and 1.1 sit as far from the double's peak (1.0): the same answers, the same EM
+    r = tune(data, tmp_path / "t", "--space", "theta=0.9,1.1", "--trials", "2", "--sampler", "grid", "--report")
+    assert r.returncode == 0, r.stderr
+    assert "Both trials tied at em 0.875: the ends of the range say nothing" in r.stdout
+    assert "end of the space" not in r.stdout and "widen the range" not in r.stdout + r.stderr
+    assert "Both trials tied" in r.stderr  # the note reaches the terminal without --report too
+
+
 def test_tpe_with_a_seed_and_two_parameters(tmp_path, dev):
     _, data = dev
     r = tune(data, tmp_path / "t", "--space", "theta=0.3:2.0", "--space", "query_words=10,20,30", "--trials", "4",

@@ -20,8 +20,9 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
     @app.command("tune")
     def tune_command(
         out: Path = typer.Option(..., "--out", metavar="DIR", help="The tune's directory: study.db, trials/N, best.yaml, report.md (resumed when it exists)."),
-        space: list[str] = typer.Option([], "--space", metavar="NAME=SPEC", help="A searched option: LO:HI, LO:HI:log, LO:HI:STEP or A,B,C (repeatable)."),
-        trials: Optional[int] = typer.Option(None, "--trials", metavar="N", help="Trials in the study, complete or pruned, whichever process runs them."),
+        # Not typer-required: `tune --out DIR --report` alone reads the study and needs neither.
+        space: list[str] = typer.Option([], "--space", metavar="NAME=SPEC", help="Required: a searched option: LO:HI, LO:HI:log, LO:HI:STEP or A,B,C (repeatable; not needed with --out DIR --report alone)."),
+        trials: Optional[int] = typer.Option(None, "--trials", metavar="N", help="Required: trials in the study, complete or pruned, whichever process runs them (not needed with --out DIR --report alone)."),
         metric: str = typer.Option("em", "--metric", metavar="KEY", help="The summary figure to optimise (em, f1, ...; costs such as retrievals_per_question are minimised)."),
         also: Optional[str] = typer.Option(None, "--also", metavar="KEY", help="A second summary figure recorded per trial; the report shows the Pareto front."),
         sampler: str = typer.Option("tpe", "--sampler", metavar="tpe|grid|random", help="Optuna's sampler (grid: every point of lists and stepped ranges)."),
@@ -73,7 +74,8 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
                                         prune=_choice("--prune", prune, ("none", "median", "halving")),
                                         prune_every=_positive("--prune-every", prune_every),
                                         prune_startup=max(0, prune_startup))
-                result = run_tune(settings, out, workers=run.workers, batch=run.batch, console=err)
+                fixed = {k: v for k, v in run._origin.items() if v in ("--option", "--retriever-option")}
+                result = run_tune(settings, out, workers=run.workers, batch=run.batch, console=err, fixed=fixed)
             if report:
                 sys.stdout.write(result["markdown"])
             elif result["best"] is not None:

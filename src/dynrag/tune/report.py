@@ -93,6 +93,17 @@ def edge_notes(best: dict[str, Any], params: list[Param]) -> list[str]:
     return notes
 
 
+def tie_note(rows: list[dict[str, Any]], metric: str) -> str | None:
+    """A plain line when two or more trials ran in full and all have the same figure (pure): then
+    whichever is called best won a tie, so an end of the range it sits at tells nothing."""
+    values = [r["value"] for r in rows if r["state"] == "complete" and r["value"] is not None]
+    if len(values) < 2 or len(values) < len(rows) or any(v != values[0] for v in values):
+        return None  # a pruned trial fell behind: not every trial tied
+    trials = "Both trials" if len(values) == 2 else f"All {len(values)} trials"
+    return (f"{trials} tied at {metric} {_fmt(values[0])}: the ends of the range say nothing "
+            f"about where the best value lies; more dev questions may tell the trials apart.")
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "–"
@@ -169,7 +180,8 @@ def write_outputs(study: "optuna.Study", settings: Any, params: list[Param], out
     rows = trial_rows(study)
     up = direction(settings.metric) == "maximize"
     best = best_row(rows, up, direction(settings.also) == "maximize" if settings.also else None)
-    notes = edge_notes(best, params) if best else []
+    tie = tie_note(rows, settings.metric)
+    notes = [tie] if tie else edge_notes(best, params) if best else []
     front = pareto_front(rows, (up, direction(settings.also) == "maximize")) if settings.also else []
     text = markdown(rows, params, settings.metric, settings.also, best, notes, front, budget)
     if rows:

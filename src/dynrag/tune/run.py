@@ -10,6 +10,7 @@ pruned), whichever processes ran them. ``tune.json`` under ``--out`` records the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from rich.text import Text
 from dynrag.config import RunConfig
 from dynrag.errors import ConfigError
 from dynrag.eval.worker import MethodFactory
+from dynrag.io.directories import check_out_dir
 from dynrag.io.files import atomic_write_json, read_json
 from dynrag.registry import Options
 from dynrag.tune.figures import check_metric, direction, running_figure
@@ -58,14 +60,15 @@ def read_settings(out: Path) -> TuneSettings:
 
 
 def check_out(out: Path) -> None:
-    out = Path(out)
-    ours = (out / TUNE_JSON).exists() or (out / STUDY_DB).exists()  # a first run stopped before tune.json: still ours
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not ours)):
-        raise ConfigError(f"--out {out}: exists and is not a tune directory; choose another --out")
+    # a first run stopped before tune.json left its study.db: still ours
+    check_out_dir(out, lambda d: (d / TUNE_JSON).exists() or (d / STUDY_DB).exists(), "tune directory",
+                  where=f"--out {out}")
 
 
-def plan_tune(settings: TuneSettings, base: RunConfig) -> tuple[list[Param], dict[str, Any]]:
-    """The parsed space and the study's identity; every check of the inputs runs here."""
+def plan_tune(settings: TuneSettings, base: RunConfig,
+              fixed: Mapping[str, str] | None = None) -> tuple[list[Param], dict[str, Any]]:
+    """The parsed space and the study's identity; every check of the inputs runs here. ``fixed``:
+    the option keys (``options.theta``, ``retriever_options.alpha``) a flag fixed, to the flag."""
     from dynrag.eval.runner import eval_config
     from dynrag.methods.registry import METHODS
     from dynrag.retrieval.factory import RETRIEVERS
@@ -85,6 +88,11 @@ def plan_tune(settings: TuneSettings, base: RunConfig) -> tuple[list[Param], dic
                           RETRIEVERS.get(retriever).options if retriever else None, plan.method.name, retriever)
               for s in settings.space]
     check_names(params)
+    for p in params:
+        flag = (fixed or {}).get(f"{p.section}.{p.name}")
+        if flag:  # a trial's value would silently replace the fixed one
+            searched = p.spec.partition("=")[0].strip()  # as the user wrote it
+            raise ConfigError(f"{flag} {p.name}: also searched by --space {searched} (give it one or the other)")
     grid = grid_space(params) if settings.sampler == "grid" else None
     run = eval_config(plan)
     for path_key in ("data", "aliases", "corpus"):  # paths differ between machines; checksums identify
@@ -104,15 +112,17 @@ def trial_budget(trials: int, grid: dict[str, list[Any]] | None) -> int:
 
 
 def run_tune(settings: TuneSettings, out: Path, *, workers: int | str | None = None, batch: int | None = None,
-             method_factory: MethodFactory | None = None, console: Console | None = None) -> dict[str, Any]:
-    """Run (or go on with) the tune; returns what ``report.study_report`` makes of the study."""
+             method_factory: MethodFactory | None = None, console: Console | None = None,
+             fixed: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run (or go on with) the tune; returns what ``report.study_report`` makes of the study.
+    ``fixed`` as plan_tune's."""
     from dynrag.tune.report import write_outputs
 
     console = console or Console(stderr=True, emoji=False)
     out = Path(out)
     check_out(out)
     base = RunConfig(**settings.run, workers=workers, batch=batch)
-    params, identity = plan_tune(settings, base)
+    params, identity = plan_tune(settings, base, fixed)
     budget = trial_budget(settings.trials, identity["grid"])
     if budget < settings.trials:
         console.print(Text(f"the grid has {budget} points: {budget} trials, not {settings.trials}"), soft_wrap=True)
@@ -121,9 +131,12 @@ def run_tune(settings: TuneSettings, out: Path, *, workers: int | str | None = N
     storage = open_storage(storage_url(settings.storage, out))  # an unreachable server fails before out is made
     out.mkdir(parents=True, exist_ok=True)
     try:
+        # the flag that named the study is the one to change for another
+        where, fresh = (f"--study {settings.study}", "--study") if settings.study else (f"--out {out}", "--out")
         study = open_study(storage, settings.study or out.resolve().name, identity, direction(settings.metric),
                            make_sampler(settings.sampler, settings.seed, identity["grid"]),
-                           make_pruner(settings.prune, settings.prune_every, settings.prune_startup))
+                           make_pruner(settings.prune, settings.prune_every, settings.prune_startup),
+                           where=where, fresh=fresh)
         saved = settings.model_copy(update={"storage": shown_url(settings.storage) if settings.storage else None})
         atomic_write_json(out / TUNE_JSON, saved.model_dump(mode="json"))
         again = recover(study)

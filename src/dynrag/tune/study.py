@@ -99,9 +99,12 @@ def make_pruner(kind: Pruner, every: int, startup: int) -> "optuna.pruners.BaseP
 
 
 def open_study(storage: "optuna.storages.RDBStorage", name: str, identity: dict[str, Any], direction: str,
-               sampler: "optuna.samplers.BaseSampler", pruner: "optuna.pruners.BasePruner") -> "optuna.Study":
+               sampler: "optuna.samplers.BaseSampler", pruner: "optuna.pruners.BasePruner", *,
+               where: str | None = None, fresh: str = "--study") -> "optuna.Study":
     """The study ``name``, created with ``identity`` or checked against the identity it was created
-    with: a study of another space, metric or run is refused, naming what differs."""
+    with: a study of another space, metric or run is refused, naming each setting that differs.
+    ``where`` opens the message (default ``--study NAME``); ``fresh`` is the flag that picks
+    another study."""
     import optuna
 
     study = optuna.create_study(storage=storage, study_name=name, direction=direction, sampler=sampler,
@@ -112,17 +115,48 @@ def open_study(storage: "optuna.storages.RDBStorage", name: str, identity: dict[
             raise ConfigError(f"--study {name}: holds trials not made by `dynrag tune`; choose another --study")
         study.set_user_attr(IDENTITY_ATTR, identity)
         return study
-    differs = [k for k in [*identity, *recorded] if recorded.get(k) != identity.get(k)]  # the space first
-    if differs:
-        k = differs[0]
-        raise ConfigError(f"--study {name}: was created with another {k} ({_short(recorded.get(k))}, now "
-                          f"{_short(identity.get(k))}); tune into another --out or --study")
+    changes = identity_changes(recorded, identity)
+    if changes:
+        raise ConfigError(f"{where or f'--study {name}'}: this study was made with "
+                          f"{', '.join(_setting(k, v) for k, v, _ in changes)}; now "
+                          f"{', '.join(_setting(k, v) for k, _, v in changes)} "
+                          f"(rerun with the study's settings or choose a new {fresh})")
     return study
 
 
-def _short(value: Any) -> str:
-    text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
-    return text if len(text) <= 120 else text[:117] + "..."
+def identity_changes(recorded: dict[str, Any], identity: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Each setting whose value differs between two study identities, as (name, old, new): the
+    run's keys one by one (``limit``, ``options.theta``), since a whole run shown twice hides the
+    one key that changed (pure)."""
+    old, new = _settings(recorded), _settings(identity)
+    return [(k, old.get(k), new.get(k)) for k in dict.fromkeys([*new, *old]) if old.get(k) != new.get(k)]
+
+
+def _settings(identity: dict[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for k, value in identity.items():
+        if k == "run" and isinstance(value, dict):
+            for run_key, v in value.items():
+                if isinstance(v, dict):
+                    flat.update({f"{run_key}.{option}": x for option, x in v.items()})
+                else:
+                    flat[run_key] = v
+        elif k == "space":
+            flat["--space"] = " --space ".join(map(str, value or []))
+        elif k == "grid":
+            # The grid follows from the space, so it tells only whether the sampler was grid (tpe and
+            # random record none): naming the grid itself would repeat the space.
+            flat["sampler"] = "grid" if value else "tpe or random"
+        else:
+            flat[k] = value
+    return flat
+
+
+def _setting(k: str, value: Any) -> str:
+    if k == "--space":
+        return f"--space {value}"
+    text = "none" if value is None else str(value)
+    return f"{k}={text if len(text) <= 60 else text[:57] + '...'}"
 
 
 def owner_attr(number: int) -> dict[str, Any]:
