@@ -74,6 +74,15 @@ def test_the_test_seed_is_refused_as_a_training_seed():
     assert bad.returncode == 1 and "--seeds a,b" in bad.stderr
 
 
+def test_a_seed_given_twice_is_refused_before_anything_is_made(tmp_path):
+    out = tmp_path / "reader"
+    r = run_in_process("world", "reader", "--out", out, "--seeds", "101,102,101", "--no-progress")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "error: --seeds 101,102,101: seed 101 is given twice (each seed names one world)"]
+    assert not out.exists()
+
+
 def test_a_two_step_run_makes_its_worlds_and_writes_a_reader(tmp_path):
     model = save_tiny_llama(tmp_path / "tiny")
     out = tmp_path / "reader"

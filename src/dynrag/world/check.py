@@ -14,10 +14,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from dynrag.errors import DataError
+from dynrag.errors import ConfigError, DataError
 from dynrag.io.files import atomic_write_json
 from dynrag.io.jsonl import read_jsonl
 from dynrag.progress import progress_bar
+from dynrag.world.entities import WorldOptions
 from dynrag.world.make import model_tag
 from dynrag.lm.chat import ChatFrame
 from dynrag.methods.prompting import chat_frame
@@ -75,6 +76,27 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
     real_unknown = [r for r in results if r["group"] == "unknown" and r["real"]]
     groups["unknown"]["n_real"] = len(real_unknown)
     return groups
+
+
+def remake_command(world: Path, manifest: dict[str, Any], model: str) -> str:
+    """The ``world make`` that makes ``world`` again, same seed and sizes, probed with ``model``."""
+    defaults = WorldOptions().model_dump()
+    sizes = "".join(f" --{k.replace('_', '-')} {v}" for k, v in manifest.get("options", {}).items()
+                    if k != "seed" and defaults.get(k) != v)
+    return f"dynrag world make --model {model} --out {world} --seed {manifest.get('seed')}{sizes}"
+
+
+def check_probed(world: Path, manifest: dict[str, Any], model: str) -> None:
+    """Refuse to check ``world`` with a model it was not probed with: its known/unknown labels are
+    another model's verdicts, or, made without --model, nobody's (its real facts are unprobed)."""
+    probed = manifest.get("model")
+    if probed == model:
+        return
+    if probed is None:
+        raise ConfigError(f"--world {world}: was made without --model, so its real facts were never probed "
+                          f"(make it again probed with {model}: `{remake_command(world, manifest, model)}`)")
+    raise ConfigError(f"--model {model}: {world} was probed with {probed}, not {model} (check it with --model "
+                      f"{probed}, or make it again for {model}: `{remake_command(world, manifest, model)}`)")
 
 
 def run_check(lm: Any, model: str, world: Path, console: Console, progress: bool = True,

@@ -25,7 +25,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
     @world.command("make")
     def make_command(
-        out: Path = typer.Option(..., "--out", metavar="DIR", help="World directory (created; files in it are replaced)."),
+        out: Path = typer.Option(..., "--out", metavar="DIR", help="World directory: new, empty, or a world made before (made again in place)."),
         seed: int = typer.Option(1, "--seed", metavar="N", help="Seed: the same seed and sizes give the same bytes."),
         model: Optional[str] = typer.Option(None, "--model", metavar="SPEC", help=f"Probe this model first ({MODEL_HELP}); "
                                             "without it real facts stay unprobed (known: null)."),
@@ -66,15 +66,11 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     ) -> None:
         """Closed-book EM on known and unknown 1-hop dev facts, and EM reading the gold passage."""
         with user_errors():
-            from dynrag.errors import ConfigError
             from dynrag.lm.loader import load_lm
-            from dynrag.world.check import run_check, table
+            from dynrag.world.check import check_probed, run_check, table
             from dynrag.world.make import read_manifest
 
-            manifest = read_manifest(world_dir)
-            if manifest.get("model") != model:
-                raise ConfigError(f"--model {model}: {world_dir} was probed with {manifest.get('model')!r}; "
-                                  f"make it with `dynrag world make --model {model}`")
+            check_probed(world_dir, read_manifest(world_dir), model)
             lm = load_lm(model, progress=progress)
             report = run_check(lm, model, world_dir, Console(stderr=True), progress, max_new_tokens)
             Console().print(table(report))

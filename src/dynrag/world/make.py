@@ -4,18 +4,26 @@ old manifest or one that matches the files beside it."""
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 from dynrag.errors import DataError
+from dynrag.io.directories import check_out_dir
 from dynrag.io.files import atomic_write_bytes, atomic_write_json, read_json
 from dynrag.world.build import FORMAT_VERSION, build_files, counts
 from dynrag.world.entities import WorldOptions
 from dynrag.world.knowledge import VERDICTS, Knowledge
+from dynrag.world.questions import SPLITS
 
 MANIFEST = "manifest.json"
+# What `world make` (its probe) and `world check` write into a world; hidden ".tmp" files are
+# atomic writes a kill left behind.
+OWN_FILES = ("corpus.jsonl", "entities.jsonl", "facts.jsonl", *(f"{s}.jsonl" for s in SPLITS),
+             "probe-*.jsonl", "knowledge-*.json", "check-*.json", ".*.tmp")
 
 
 def model_tag(spec: str) -> str:
@@ -70,6 +78,26 @@ def make_world(options: WorldOptions, out: Path, knowledge: Knowledge) -> dict[s
     }
     atomic_write_json(out / MANIFEST, manifest)
     return manifest
+
+
+def is_world(out: Path) -> bool:
+    """Is the directory ``out`` a world (its manifest), or what a killed first ``world make`` left
+    (nothing but a world's own files)? Either may be made again in place."""
+    manifest = out / MANIFEST
+    if manifest.is_file():
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        # An index's manifest.json has a "format"; a world's (of any format version) its seed and sizes.
+        return isinstance(data, dict) and "format" not in data and {"seed", "options", "sha256"} <= data.keys()
+    return all(any(fnmatch.fnmatchcase(e.name, p) for p in OWN_FILES) for e in out.iterdir())
+
+
+def check_world_out(out: Path) -> None:
+    """Refuse an --out that is a file, or a directory of other files (a typo must not write a world
+    among them); a world, or what a killed ``world make`` left, is made again in place."""
+    check_out_dir(out, is_world, "world directory", where=f"--out {out}")
 
 
 def read_manifest(world: Path) -> dict[str, Any]:

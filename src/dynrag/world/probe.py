@@ -23,7 +23,7 @@ from dynrag.progress import progress_bar
 from dynrag.world.bank import BY_ID, RealFact, phrasings
 from dynrag.world.entities import WorldOptions, generate
 from dynrag.world.knowledge import VERDICTS, Knowledge, verdict
-from dynrag.world.make import knowledge_path, make_world, model_tag
+from dynrag.world.make import check_world_out, knowledge_path, make_world, model_tag
 
 EXEMPLARS = (
     ("What is the capital of Japan?", "Tokyo"),
@@ -128,6 +128,7 @@ def make_probed(options: WorldOptions, out: Path, model: str | None, max_new_tok
                 progress: bool = True) -> dict[str, Any]:
     """``world make``: probe ``model`` on the world's real facts (none without a model), then write
     the world; returns its manifest."""
+    check_world_out(out)  # before the probe writes its log into it
     knowledge = Knowledge()
     if model is not None:
         from dynrag.lm.loader import load_lm

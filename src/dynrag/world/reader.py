@@ -105,6 +105,9 @@ def drop_leaks(examples: Sequence[TextExample], names: Sequence[str]) -> tuple[l
 def check_seeds(seeds: Sequence[int], avoid: WorldOptions) -> None:
     if not seeds:
         raise ConfigError("--seeds: give at least one training world's seed")
+    twice = next((s for i, s in enumerate(seeds) if s in seeds[:i]), None)
+    if twice is not None:  # both would name OUT/worlds/seed-N: one world trained on twice
+        raise ConfigError(f"--seeds {','.join(map(str, seeds))}: seed {twice} is given twice (each seed names one world)")
     if avoid.seed in seeds:
         raise ConfigError(f"--seeds {','.join(map(str, seeds))}: seed {avoid.seed} is the test world's; "
                           "train on worlds of other seeds")
