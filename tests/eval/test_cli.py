@@ -72,7 +72,7 @@ def test_eval_preset_and_retriever_flags_reach_the_config(tmp_path, fake_model):
     assert config["options"]["preset"] == "balanced" and config["options"]["rerank"] == "embedding"
     assert (config["retriever"], config["retriever_options"]) == ("bm25", {})
     r = cli.invoke(app, [*common, "--retriever", "hybrid", "--retriever-option", "alpha=high", "--out", str(tmp_path / "h")])
-    assert r.exit_code == 1 and "--retriever-option: retriever_options.alpha of retriever 'hybrid': Input should be a valid number" in r.output.replace("\n", "")
+    assert r.exit_code == 1 and "--retriever-option alpha of retriever 'hybrid': must be a number (got 'high')" in r.output.replace("\n", "")
 
 
 def test_compare_adds_boundary_figures_against_a_direct_run_among_the_runs(tmp_path, fake_model):
@@ -91,3 +91,58 @@ def test_compare_adds_boundary_figures_against_a_direct_run_among_the_runs(tmp_p
     # no positive predictions (F1 0), accuracy = the one question direct got wrong
     assert single_row.endswith("| 0.000 | 0.250 | 0.500 | 0.000 |")
     assert direct_row.endswith("| – | – | – | – |")
+
+
+@pytest.mark.parametrize("method", ["direct", "single"])
+def test_a_corpus_that_is_no_index_is_refused_even_where_the_method_does_not_retrieve(tmp_path, fake_model, method):
+    from tests.cli_inprocess import run_in_process
+
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fake_model)
+    common = ["eval", "--dataset", "jsonl", "--data", data, "--method", method, "--out", tmp_path / "run"]
+    missing = tmp_path / "nonexistent"
+    r = run_in_process(*common, "--corpus", missing)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"error: --corpus {missing}: no such index directory (or use --corpus contexts)"]
+    assert not (tmp_path / "run").exists()
+    r = run_in_process(*common, "--corpus", tmp_path)  # a directory, but no index in it
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "manifest.json missing" in r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_tune_folder_as_corpus_points_to_its_best_yaml(tmp_path, fake_model):
+    from dynrag.run.checks import TUNE_MARKS
+    from dynrag.tune.report import BEST_YAML
+    from dynrag.tune.study import STUDY_DB
+    from dynrag.tune.tuned import TUNED_JSON
+    from tests.cli_inprocess import run_in_process
+
+    assert {STUDY_DB, BEST_YAML, TUNED_JSON} == set(TUNE_MARKS)  # the names `dynrag tune` writes
+    tune = tmp_path / "tune"
+    (tune / "trials" / "0").mkdir(parents=True)
+    (tune / STUDY_DB).write_bytes(b"")
+    (tune / BEST_YAML).write_text("method: single\n")
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fake_model)
+    for method in ("single", "direct"):
+        r = run_in_process("eval", "--dataset", "jsonl", "--data", data, "--method", method, "--corpus", tune,
+                           "--out", tmp_path / "run")
+        assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+            f"error: --corpus {tune}: a `dynrag tune` folder, not an index (run its best configuration with "
+            f"`dynrag eval --config {tune / BEST_YAML}`, or pass --corpus contexts or an index directory)"]
+        assert "rebuild" not in r.stderr
+
+
+def test_run_files_get_the_mode_a_plain_open_gives(tmp_path, fake_model):
+    import os
+    import stat
+
+    data = fx.write_jsonl(tmp_path / "qa.jsonl", fake_model)
+    before = os.umask(0o027)  # neither mkstemp's 0600 nor the usual 0644
+    try:
+        r = cli.invoke(app, ["eval", "--dataset", "jsonl", "--data", str(data), "--corpus", "contexts",
+                             "--method", "direct", "--out", str(tmp_path / "run")])
+    finally:
+        os.umask(before)
+    assert r.exit_code == 0, r.output
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "run").iterdir() if p.is_file()}
+    assert {"config.json", "config.yaml", "predictions.jsonl", "summary.json"} <= set(modes)
+    assert set(modes.values()) == {0o640}, modes

@@ -252,3 +252,17 @@ def test_dragin_tables_cut_every_query_to_64_tokens_as_the_authors():
     table = TABLES.open("dragin-table2", {})
     retrieving = [s for s in table.runs if s.method != "direct"]
     assert retrieving and all(s.options.get("max_query_tokens") == 64 for s in retrieving)
+
+
+@pytest.mark.parametrize("table, rows", [("dragin-table2", "direct, single"), ("world", "direct, single"),
+                                         ("bestpractice-table6", "bm25")])
+def test_an_unknown_row_is_the_first_and_only_thing_said(tmp_path, table, rows):
+    from tests.cli_inprocess import run_in_process
+
+    # No data, no --world and a table with a default limit: each would print a note or fail first.
+    result = run_in_process("reproduce", table, "--row", "nosuch", "--out", tmp_path / "runs", "--no-progress")
+    assert result.returncode == 1 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: --row 'nosuch': table {table!r} has rows {rows}")
+    assert not (tmp_path / "runs").exists()

@@ -37,15 +37,15 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
 
     if req.limit is not None and req.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
+    keys = [row.key for row in table.rows]
+    bad = sorted(set(req.rows or []) - set(keys))
+    if bad:  # before the notes below: a typo in --row is the whole answer
+        raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
     if req.limit is None and table.default_limit is not None:
         from dataclasses import replace
 
         console.print(f"{table.name}: the first {table.default_limit} questions of each dataset (its default; --limit N for more)")
         req = replace(req, limit=table.default_limit)
-    keys = [row.key for row in table.rows]
-    bad = sorted(set(req.rows or []) - set(keys))
-    if bad:
-        raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
     wanted = set(req.rows or keys)
     wanted |= {row.first_stage for row in table.rows if row.key in wanted and row.first_stage}  # reranked rows need theirs
     rows = [row for row in table.rows if row.key in wanted]

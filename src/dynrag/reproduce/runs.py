@@ -125,6 +125,10 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
     check_execution(workers=req.workers, batch=req.batch)  # before any run directory or index is written
     table = open_table(req.table, req.options)
+    keys = list(dict.fromkeys(s.key for s in table.runs))
+    bad = sorted(set(req.rows or []) - set(keys))
+    if bad:  # first: a typo in --row is the whole answer, before any dataset's warning or a world's index build
+        raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
     if table.prepare is not None:
         req = table.prepare(req)
     elif req.world is not None:
@@ -135,10 +139,6 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     for ds, why in missing.items():
         console.print(f"[yellow]{ds}: {why}; its rows are left out[/yellow]")
     results: dict[tuple[str, str], dict[str, Any] | None] = {}
-    keys = list(dict.fromkeys(s.key for s in table.runs))
-    bad = sorted(set(req.rows or []) - set(keys))
-    if bad:
-        raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
     runnable = [s for s in table.runs if not s.published_only]
     todo = [s for s in runnable if s.dataset in found and (req.rows is None or s.key in req.rows)]
     by_key = {(s.dataset, s.key): s for s in table.runs}

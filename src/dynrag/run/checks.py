@@ -97,6 +97,11 @@ def server_corpus_sha256(name: str, options: dict[str, Any]) -> str | None:
         close_retriever(retriever)
 
 
+# What `dynrag tune --out DIR` writes (dynrag.tune, a floor above this one, names them too): a
+# tune folder given as --corpus is a mix-up to name, not an index to rebuild.
+TUNE_MARKS = ("study.db", "best.yaml", "tuned.json")
+
+
 def check_corpus(corpus: str) -> Path | None:
     """``--corpus``: "contexts" (None: pooled per run) or an existing index directory."""
     if corpus == "contexts":
@@ -104,6 +109,9 @@ def check_corpus(corpus: str) -> Path | None:
     path = Path(corpus)
     if not path.is_dir():
         raise ConfigError(f"--corpus {corpus}: no such index directory (or use --corpus contexts)")
+    if any((path / mark).exists() for mark in TUNE_MARKS):
+        raise ConfigError(f"--corpus {corpus}: a `dynrag tune` folder, not an index (run its best configuration with "
+                          f"`dynrag eval --config {path / 'best.yaml'}`, or pass --corpus contexts or an index directory)")
     return path
 
 

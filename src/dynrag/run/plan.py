@@ -163,6 +163,10 @@ def _retriever(config: RunConfig, method: MethodPlan, command: Command) -> Retri
     if command != "serve" and not method.traits.needs_retrieval:
         if config.retriever or config.retriever_options:
             raise ConfigError(f"--retriever/--retriever-option: method {method.name!r} does not retrieve")
+        if command == "eval" and config.corpus:
+            # Unused here, but `reproduce` hands every row the table's corpus, so it is allowed; a
+            # typo still fails rather than pass unnoticed until a retrieving method meets it.
+            corpus_identity(config.corpus)
         return None
     name = config.retriever or preset_retriever(method.options)
     options = _retriever_options(name, config)
