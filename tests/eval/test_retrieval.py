@@ -161,8 +161,8 @@ def test_eval_retrieval_cli_errors_are_one_line(tmp_path):
     cases = [
         (["--retriever", "sparse"], "unknown retriever"),
         (["--retriever", "bm25", "--retriever-option", "alpha=1"],
-         "--retriever-option: retriever_options.alpha: unknown option of retriever 'bm25'"),
-        (["--retriever", "bm25", "--option", "alpha=1"], "--option: retriever_options.alpha: unknown option"),
+         "--retriever-option alpha of retriever 'bm25': unknown option"),
+        (["--retriever", "bm25", "--option", "alpha=1"], "--option alpha of retriever 'bm25': unknown option"),
         (["--k", "0"], "--k"),
         (["--corpus", str(tmp_path / "nope")], "no such index directory"),
         (["--limit", "0"], "--limit"),
