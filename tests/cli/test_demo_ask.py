@@ -45,7 +45,7 @@ def test_demo_shows_where_dragin_retrieves_what_it_asks_and_finds():
 def test_demo_full_prints_answers_passages_and_times():
     import os
 
-    r = dynrag("demo", "--full", "--limit", "2", env=dict(os.environ, COLUMNS="200"))
+    r = dynrag("demo", "--full", "--limit", "2", "--model", "bundled:smollm2", env=dict(os.environ, COLUMNS="200"))
     assert r.returncode == 0, r.stderr
     out = r.stdout
     questions = ordered_demo_questions()[:2]
@@ -68,7 +68,7 @@ def test_ask_writes_the_trace_file(tmp_path):
     assert dynrag("index", str(corpus), "--out", str(tmp_path / "idx")).returncode == 0
     trace = tmp_path / "trace.json"
     r = dynrag("ask", "Who designed the Velmora Bridge?", "--index", str(tmp_path / "idx"), "--method", "dragin",
-               "--option", "theta=0", "--option", "max_retrievals=1", "--trace", str(trace), "--json")
+               "--model", "bundled:smollm2", "--option", "theta=0", "--option", "max_retrievals=1", "--trace", str(trace), "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(trace.read_text())
     assert data == json.loads(r.stdout)

@@ -35,13 +35,14 @@ def test_ask_synth_imitation_calibration_eval(tmp_path):
 
     # 1. untrained: the project's worked examples
     asked = ok(run_dynrag(["ask", records[0]["question"], "--index", str(tmp_path / "index"), "--method", "deeprag",
-                           "--json"]))
+                           "--model", "bundled:smollm2", "--json"]))
     trace = json.loads(asked.stdout)
     assert trace["method"] == "deeprag" and trace["final_answer"] and trace["options"]["shots"] == 4
 
     # 2. tree-search synthesis with the gold decomposition as teacher
     synth = ok(run_dynrag(["synth", "--dataset", "2wikimultihopqa", "--data", str(stage_one), "--corpus", "contexts",
-                           "--teacher", "dataset", "--k", "1", "--max-nodes", "8", "--out", str(tmp_path / "synth")]))
+                           "--teacher", "dataset", "--k", "1", "--max-nodes", "8", "--model", "bundled:smollm2",
+                           "--out", str(tmp_path / "synth")]))
     summary = json.loads(synth.stdout)
     assert summary["questions"] == 3 and summary["found"] >= 1, summary
     assert "ETA" in synth.stderr

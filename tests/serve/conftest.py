@@ -25,7 +25,8 @@ class Served:
 @pytest.fixture(scope="session")
 def served():
     port = free_port()
-    args = ["--api-key", API_KEY] + [f"--{k.replace('_', '-')}={v}" for k, v in LIMITS.items()]
+    # The tiny model: these tests check the server, not how well its model reads.
+    args = ["--api-key", API_KEY, "--model", "bundled:smollm2"] + [f"--{k.replace('_', '-')}={v}" for k, v in LIMITS.items()]
     with dynrag_serve(port, artifacts_dir() / "serve-main.log", *args):
         yield Served(port, API_KEY)
 

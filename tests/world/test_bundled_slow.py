@@ -16,6 +16,6 @@ from dynrag.world.probe import probe_world
 def test_the_bundled_model_knows_the_capital_of_france(tmp_path: Path):
     from dynrag.lm.loader import load_lm
 
-    lm = load_lm("bundled", progress=False)
-    record = probe_world(lm, "bundled", [BY_ID["real:capital:France"]], tmp_path, Console(quiet=True), progress=False)
+    lm = load_lm("bundled:smollm2", progress=False)
+    record = probe_world(lm, "bundled:smollm2", [BY_ID["real:capital:France"]], tmp_path, Console(quiet=True), progress=False)
     assert record["facts"]["real:capital:France"]["verdict"] == "known"

@@ -79,7 +79,6 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
         files=tuple(f"data/part{i:02d}.bin" for i in range(1, 7)),
         gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        install="make models",
         prompt_style="chat",
     ),
     "qwen2.5-1.5b": BundledModel(
@@ -95,8 +94,9 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
     ),
 }
 
-# Chosen by measuring both as readers on HotpotQA (benchmarks/RESULTS.md, "Choosing the bundled reader").
-DEFAULT_BUNDLED = "smollm2"
+# The smallest bundled model that reads: measured against SmolLM2-135M on HotpotQA's gold paragraphs
+# and on the world (docs/models.md, "Which model is the default, and why").
+DEFAULT_BUNDLED = "qwen2.5-0.5b"
 
 
 def cache_root() -> Path:
