@@ -217,8 +217,8 @@ class HFLanguageModel:
     @torch.inference_mode()
     def rows_of(self, cache: DynamicCache, token_ids: list[int]) -> list[np.ndarray]:
         """Feed ``token_ids`` after what ``cache`` holds, in one forward pass, and return each one's
-        last-layer attention row over every position up to itself (lm/llama_attention.py reads
-        attention this way for tokens another backend decoded)."""
+        last-layer attention row over every position up to itself (lm/llama_attention.py, the
+        reference the llama.cpp graph path is measured against, reads attention this way)."""
         if not token_ids:
             return []
         self._recorder.reset(active=True, all_rows=True)

@@ -92,23 +92,12 @@ def load_lm(spec: str | ModelSpec = "bundled", progress: bool = True) -> Languag
     if parsed.options.backend == "llama.cpp":
         from dynrag.lm.llama_cpp import load_llama_cpp
 
-        return load_llama_cpp(parsed, gguf_file(parsed), preferred_style,
-                              attention_reader=lambda: _attention_copy(parsed, preferred_style, progress))
+        return load_llama_cpp(parsed, gguf_file(parsed), preferred_style)
     if parsed.kind == "bundled":
         model = resolve_bundled(parsed.target)
         return _load_hf_dir(ensure_converted(model, progress=progress), f"bundled:{model.name}", parsed.options,
                             preferred_style)
     return _load_hf_dir(model_directory(parsed, progress), parsed.base, parsed.options)
-
-
-def _attention_copy(spec: ModelSpec, preferred_style: str, progress: bool) -> LanguageModel:
-    """The transformers copy of a llama.cpp spec's weights, which reads attention for it."""
-    import sys
-
-    name = str(spec.resolved())  # resolved() leaves every spec but `bundled` as it is
-    print(f"{name}: attention is read by a transformers pass over the same weights; loading them", file=sys.stderr)
-    options = spec.options.model_copy(update={"backend": "transformers"})
-    return _load_hf_dir(model_directory(spec, progress), name, options, preferred_style)
 
 
 def gguf_file(spec: ModelSpec) -> Path:

@@ -68,8 +68,7 @@ class ModelOptions(Options):
     backend: Literal["transformers", "llama.cpp"] = Field(
         "transformers", description="transformers: every capability (attention for DRAGIN); llama.cpp: the "
         "GGUF file decoded in this process by llama-cpp-python, faster on a CPU, with log-probabilities and "
-        "entropies; attention (DRAGIN) is read by a transformers pass over the same weights, loaded when first "
-        "needed (bundled and hf:DIR#FILE.gguf models)",
+        "entropies, and attention (DRAGIN) read from llama.cpp's own graph (bundled and hf:DIR#FILE.gguf models)",
     )
 
     @field_validator("device")
