@@ -345,3 +345,18 @@ def test_retriever_flags_on_a_method_that_does_not_retrieve_are_an_error(tmp_pat
     with pytest.raises(ConfigError, match=r"--retriever-option alpha of retriever 'bm25': unknown option"):
         run_eval(request(tmp_path, data, retriever_options=["alpha=0.3"]), method_factory=method_factory(), progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_cut_answers_are_recorded_and_counted_in_the_summary():
+    from dynrag.corpus import Passage
+    from dynrag.datasets.loaders import QAExample
+    from dynrag.eval.summary import make_record, summarize, summary_markdown
+
+    example = QAExample("q1", "Who?", ["Ada"], [Passage("p", "", "text")], [])
+    base = {"answer": "Ada", "final_answer": "Ada", "retrievals": [], "generated_tokens": 3}
+    records = [make_record(example, {**base, "cut": "cut after 512 decoded tokens (max_generated_tokens 512)"}, 1.0, False),
+               make_record(example, base, 1.0, False)]
+    assert records[0]["cut"].startswith("cut after 512") and "cut" not in records[1]
+    summary = summarize(records, dataset_has_support=False, yes_no=False)
+    assert summary["cut_answers"] == 1
+    assert "| answers cut by the decoding budget | 1 |" in summary_markdown(summary)

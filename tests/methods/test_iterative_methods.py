@@ -211,3 +211,24 @@ def test_the_last_finished_sentence_as_every_methods_query(lm, index, builder, n
     for retrieval in answer.trace.retrievals:
         assert retrieval.query == " ".join(QUESTION.split()) or (
             retrieval.query in written and retrieval.query[-1] in ".!?")
+
+
+def test_an_answer_that_spends_the_decoding_budget_is_cut_and_marked(lm, index, builder):
+    """FLARE retrieving at every tentative sentence throws each draft away and decodes it again:
+    with a small decoding budget the loop stops there, says so in the trace, and decodes no more."""
+    free = run("flare", lm, index, builder, theta=1.0, max_new_tokens=16, max_retrievals=5)
+    assert free.trace.cut is None and "cut" not in free.to_dict()
+    assert free.trace.generated_tokens > 12  # what the budget below must stop short of
+    cut = run("flare", lm, index, builder, theta=1.0, max_new_tokens=16, max_retrievals=5, max_generated_tokens=12)
+    loop = [s for s in cut.trace.steps if s.kind != "finish"]
+    spent = sum(s.generated_tokens for s in loop)
+    assert 12 <= spent <= 13  # a call decodes at least one token: a regenerated sentence may add it
+    assert cut.trace.cut == f"cut after {spent} decoded tokens (max_generated_tokens 12)"
+    assert cut.to_dict()["cut"] == cut.trace.cut and cut.final_answer is not None
+
+
+def test_the_decoding_budget_defaults_to_four_times_the_answer_budget(lm, index, builder):
+    method = build_method("fixed_length", lm, index, {"n": 4, "max_new_tokens": 10}, builder)
+    assert method.decoding_budget() == 40
+    with pytest.raises(ConfigError, match="max_generated_tokens"):
+        parse_options("flare", {"max_generated_tokens": 0})

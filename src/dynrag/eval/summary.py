@@ -21,6 +21,7 @@ METRIC_KEYS = (
     "retrievals_per_question",
     "generated_tokens_per_question",
     "seconds_per_question",
+    "cut_answers",
     "support_recall",
     "support_all",
 )
@@ -69,6 +70,7 @@ def make_record(
         "generated_tokens": int(answer.get("generated_tokens") or 0),
         "kept_tokens": int(answer.get("kept_tokens", answer.get("generated_tokens")) or 0),
         "seconds": round(seconds, 3),
+        **({"cut": answer["cut"]} if answer.get("cut") else {}),
         # a method that writes sub-questions (deeprag): each with its retrieve decision (DeepRAG's Figure 7)
         **({"decisions": decisions} if (decisions := step_decisions(answer.get("steps"))) else {}),
         **(dataset.decisions.record_fields(example, answer) if dataset and dataset.decisions else {}),
@@ -128,6 +130,8 @@ def summarize(
             sum(float(p.get("kept_tokens", p["generated_tokens"])) for p in preds),
         ),
         "seconds_per_question": _mean([float(p["seconds"]) for p in preds]),
+        # Answers stopped by a decoding budget (methods/iterative.py): a runaway is counted, not hidden.
+        "cut_answers": sum(1 for p in preds if p.get("cut")),
         # Records written before this figure existed lack it: then there is no mean to give.
         "context_words_per_question": (_mean([float(p["context_words"]) for p in preds])
                                        if preds and all("context_words" in p for p in preds) else None),
@@ -191,6 +195,7 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
         f"| generated tokens / question | {_fmt(summary['generated_tokens_per_question'])} |",
         f"| seconds / question | {_fmt(summary['seconds_per_question'])} |",
         f"| wall seconds in all (every session) | {_fmt(summary.get('wall_seconds'))} |",
+        f"| answers cut by the decoding budget | {summary.get('cut_answers', 0)} |",
         f"| supporting-paragraph recall (%) | {_fmt(summary['support_recall'], True)} |",
         f"| all supporting paragraphs retrieved (%) | {_fmt(summary['support_all'], True)} |",
     ]

@@ -82,6 +82,8 @@ class Trace:
     # What prompts left out to fit the model's context window, once per passage (or for the
     # exemplars) however many prompts repeated the cut: see methods/budget.py.
     truncations: list[dict[str, Any]] = field(default_factory=list)
+    # Why the answer was stopped short of its end (a decoding budget spent), or None.
+    cut: str | None = None
 
     def note_prompt(self, prompt: Any) -> None:
         """Record what ``prompt`` (a lm.base.Prompt) cut, unless that part was recorded already."""
@@ -123,6 +125,7 @@ class Answer:
             "seconds": round(t.seconds, 3),
             "steps": [s.to_dict() for s in t.steps],
             "truncations": [dict(n) for n in t.truncations],
+            **({"cut": t.cut} if t.cut else {}),
         }
 
 

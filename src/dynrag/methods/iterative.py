@@ -34,6 +34,12 @@ class IterativeOptions(ChainOptions):
     max_new_tokens: int = Field(128, ge=1, description="budget of kept answer tokens")
     max_retrievals: int = Field(5, ge=0, description="hard cap on retrievals per question")
     max_steps: int = Field(24, ge=1, description="hard cap on generation calls per question")
+    # Kept tokens are budgeted above; decoded ones, thrown-away chunks included, were not, and one
+    # degenerate question could decode for minutes unseen. An answer that reaches this is cut and
+    # marked (Trace.cut, and the summary's cut_answers).
+    max_generated_tokens: int | None = Field(
+        None, ge=1, description="hard cap on decoded tokens per question, discarded ones included "
+                                "(default: four times max_new_tokens); an answer that reaches it is cut")
 
 
 @dataclass
@@ -65,10 +71,20 @@ class IterativeMethod(RetrievingMethod):
     def remaining_tokens(self, state: LoopState) -> int:
         return max(0, self.options.max_new_tokens - state.kept_tokens)
 
+    def decoding_budget(self) -> int:
+        return self.options.max_generated_tokens or 4 * self.options.max_new_tokens
+
+    def decoding_left(self, state: LoopState) -> int:
+        return max(0, self.decoding_budget() - state.trace.generated_tokens)
+
     def can_retrieve(self, state: LoopState) -> bool:
         return state.may_retrieve and len(state.trace.retrievals) < self.options.max_retrievals
 
     def done(self, state: LoopState) -> bool:
+        if self.decoding_left(state) == 0 and not has_complete_answer(state.answer, self.builder.answer_phrase):
+            state.trace.cut = (f"cut after {state.trace.generated_tokens} decoded tokens "
+                               f"(max_generated_tokens {self.decoding_budget()})")
+            return True
         return (
             has_complete_answer(state.answer, self.builder.answer_phrase)
             or self.remaining_tokens(state) == 0
@@ -80,6 +96,7 @@ class IterativeMethod(RetrievingMethod):
         """One decoding call of at most `max_tokens`; cut to the tokens left in the budget unless
         `within_budget` is False (DRAGIN's `reference` variant decodes whole chunks, as the authors do)."""
         tokens = max(1, min(max_tokens, self.remaining_tokens(state)) if within_budget else max_tokens)
+        tokens = max(1, min(tokens, self.decoding_left(state)))
         prompt = self.builder.build(state.question, state.hits or None, state.answer, lm=self.lm,
                                     max_new_tokens=tokens)
         state.trace.note_prompt(prompt)

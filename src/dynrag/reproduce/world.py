@@ -66,6 +66,7 @@ COLUMNS = [
     Column("hop recall", f"{RD}.per_hop.recall", None),
     Column("hop MCC", f"{RD}.per_hop.mcc", None),
     Column("s/question", "seconds_per_question", None, 2),  # what each question cost, on this machine
+    Column("cut answers", "cut_answers", None, 0),  # stopped by the decoding budget
     Column("row wall s", "wall_seconds", None, 0),  # what the row cost, model loading included
 ]
 GROUPS = [("hops_1", "1 hop"), ("hops_2", "2 hops"), ("hops_3", "3 hops"), ("all_known", "all known"),
