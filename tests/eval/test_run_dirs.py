@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from dynrag.cli import app
 from dynrag.eval import runner
 from dynrag.eval.runner import eval_config
+from dynrag.lm.bundled import DEFAULT_BUNDLED
 from tests.eval.fixtures import eval_plan
 from tests.eval import fixtures as fx
 from tests.fakes import method_factory
@@ -56,7 +57,7 @@ def test_a_model_typo_writes_nothing_and_the_corrected_command_then_runs(tmp_pat
     r = evaluate(data, out)
     assert r.exit_code == 0, r.output
     assert "no question answered yet" in flat(r) and len(built) == 1
-    assert json.loads((out / "config.json").read_text())["model"] == "bundled:smollm2"
+    assert json.loads((out / "config.json").read_text())["model"] == f"bundled:{DEFAULT_BUNDLED}"
     # once a question is answered, a different config is refused again
     r = evaluate(data, out, "--limit", "2")
     assert r.exit_code == 1 and "different config" in flat(r)
