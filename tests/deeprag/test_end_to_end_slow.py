@@ -48,7 +48,8 @@ def test_ask_synth_imitation_calibration_eval(tmp_path):
     assert "ETA" in synth.stderr
 
     # 3. stage I
-    imitation = ok(run_dynrag(["train", "imitation", "--data", str(tmp_path / "synth"), "--out", str(tmp_path / "imi"),
+    imitation = ok(run_dynrag(["train", "imitation", "--data", str(tmp_path / "synth"), "--model", "bundled:smollm2",
+                               "--out", str(tmp_path / "imi"),
                                "--epochs", "2", "--max-steps", "2", "--batch-size", "2", "--threads", "2"]))
     report = json.loads(imitation.stdout)
     assert report["steps"] == 2 and (tmp_path / "imi" / "model.safetensors").exists()
