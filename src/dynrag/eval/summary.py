@@ -9,6 +9,7 @@ from dynrag.datasets.formats import Dataset
 from dynrag.datasets.loaders import QAExample, passage_key
 from dynrag.datasets.metrics import Scorer, score_answer
 from dynrag.datasets.step_decisions import step_decisions
+from dynrag.eval.chain import chain_fields, chain_summary, hop_count
 
 # The figures summarize() computes; summary.json adds method/model/dataset and run notes.
 METRIC_KEYS = (
@@ -71,6 +72,7 @@ def make_record(
         "kept_tokens": int(answer.get("kept_tokens", answer.get("generated_tokens")) or 0),
         "seconds": round(seconds, 3),
         **({"cut": answer["cut"]} if answer.get("cut") else {}),
+        **chain_fields(answer, hop_count(example.hops, example.decomposition, example.supporting)),
         # a method that writes sub-questions (deeprag): each with its retrieve decision (DeepRAG's Figure 7)
         **({"decisions": decisions} if (decisions := step_decisions(answer.get("steps"))) else {}),
         **(dataset.decisions.record_fields(example, answer) if dataset and dataset.decisions else {}),
@@ -132,6 +134,8 @@ def summarize(
         "seconds_per_question": _mean([float(p["seconds"]) for p in preds]),
         # Answers stopped by a decoding budget (methods/iterative.py): a runaway is counted, not hidden.
         "cut_answers": sum(1 for p in preds if p.get("cut")),
+        # Whether answers write a chain a trigger could interrupt (eval/chain.py).
+        **chain_summary(preds),
         # Records written before this figure existed lack it: then there is no mean to give.
         "context_words_per_question": (_mean([float(p["context_words"]) for p in preds])
                                        if preds and all("context_words" in p for p in preds) else None),
@@ -196,6 +200,11 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
         f"| seconds / question | {_fmt(summary['seconds_per_question'])} |",
         f"| wall seconds in all (every session) | {_fmt(summary.get('wall_seconds'))} |",
         f"| answers cut by the decoding budget | {summary.get('cut_answers', 0)} |",
+        f"| reasoning sentences / answer | {_fmt(summary.get('reasoning_sentences_per_answer'))} |",
+        f"| multi-hop answers with a sentence per hop (%) | {_fmt(summary.get('sentence_per_hop_share'), True)} "
+        f"(of {summary.get('multi_hop_answers', 0)}) |",
+        f"| retrievals after the first sentence / question | "
+        f"{_fmt(summary.get('retrievals_after_first_sentence_per_question'))} |",
         f"| supporting-paragraph recall (%) | {_fmt(summary['support_recall'], True)} |",
         f"| all supporting paragraphs retrieved (%) | {_fmt(summary['support_all'], True)} |",
     ]

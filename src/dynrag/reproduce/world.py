@@ -67,6 +67,10 @@ COLUMNS = [
     Column("hop MCC", f"{RD}.per_hop.mcc", None),
     Column("s/question", "seconds_per_question", None, 2),  # what each question cost, on this machine
     Column("cut answers", "cut_answers", None, 0),  # stopped by the decoding budget
+    # whether the reader writes a chain a trigger could interrupt (eval/chain.py)
+    Column("sentences/answer", "reasoning_sentences_per_answer", None, 2),
+    Column("multi-hop: a sentence per hop", "sentence_per_hop_share", None),
+    Column("retrievals after sentence 1", "retrievals_after_first_sentence_per_question", None, 2),
     Column("row wall s", "wall_seconds", None, 0),  # what the row cost, model loading included
 ]
 GROUPS = [("hops_1", "1 hop"), ("hops_2", "2 hops"), ("hops_3", "3 hops"), ("all_known", "all known"),
