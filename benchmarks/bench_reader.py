@@ -21,7 +21,8 @@ import sys
 import time
 
 
-def run_one(spec: str, data: str, limit: int, settings: list[str], answer_style: str, exemplars: int) -> list[dict]:
+def run_one(spec: str, data: str, limit: int, settings: list[str], answer_style: str, exemplars: int,
+            reasoning: str = "chain") -> list[dict]:
     from dynrag.datasets.loaders import load_examples
     from dynrag.datasets.metrics import score_answer
     from dynrag.lm import load_lm
@@ -31,7 +32,7 @@ def run_one(spec: str, data: str, limit: int, settings: list[str], answer_style:
     from dynrag.retrieval.base import Hit
 
     examples = list(load_examples("hotpotqa", data, limit=limit))
-    builder = PromptBuilder.for_dataset("hotpotqa", n_exemplars=exemplars)
+    builder = PromptBuilder.for_dataset("hotpotqa", n_exemplars=exemplars).with_reasoning(reasoning)
     if answer_style == "short":
         builder = builder.answering_short()
     started = time.perf_counter()
@@ -54,6 +55,7 @@ def run_one(spec: str, data: str, limit: int, settings: list[str], answer_style:
             answers.append(answer.final_answer)
         n = len(examples)
         rows.append({"spec": spec, "style": getattr(lm, "prompt_style", "plain"), "answer": answer_style,
+                     "reasoning": reasoning,
                      "exemplars": len(builder.exemplars), "setting": setting, "n": n,
                      "em": em / n, "f1": f1 / n, "s_per_q": (time.perf_counter() - started) / n, "load_s": load_s,
                      "answers": answers})
@@ -73,20 +75,24 @@ def main() -> None:
     ap.add_argument("--answer", choices=("reasoned", "short"), default="reasoned",
                     help="reasoned: reasoning, then the answer phrase; short: the answer alone (methods' answer=short)")
     ap.add_argument("--exemplars", type=int, default=6, help="few-shot exemplars in the prompt")
+    ap.add_argument("--reasoning", choices=("chain", "brief"), default="chain",
+                    help="what chat readers are asked to write first (the methods' reasoning option)")
     ap.add_argument("--json", help="also append each row to this JSON-lines file")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the child process: one model, rows as JSON on stdout
     args = ap.parse_args()
     settings = args.settings.split(",")
     if args.one:
-        print(json.dumps(run_one(args.one, args.data, args.limit, settings, args.answer, args.exemplars)))
+        print(json.dumps(run_one(args.one, args.data, args.limit, settings, args.answer, args.exemplars,
+                                 args.reasoning)))
         return
     print(f"HotpotQA, first {args.limit} questions; gold = the supporting paragraphs in the prompt; "
-          f"answer {args.answer}, {args.exemplars} exemplars", flush=True)
+          f"answer {args.answer}, reasoning {args.reasoning}, {args.exemplars} exemplars", flush=True)
     print(f"{'model':<52}{'style':<7}{'setting':<13}{'EM':>7}{'F1':>7}{'s/q':>7}{'peak MiB':>10}", flush=True)
     for spec in args.models.split(","):
         child = subprocess.run(
             [sys.executable, __file__, "--data", args.data, "--limit", str(args.limit), "--settings", args.settings,
-             "--answer", args.answer, "--exemplars", str(args.exemplars), "--one", spec], capture_output=True, text=True)
+             "--answer", args.answer, "--exemplars", str(args.exemplars), "--reasoning", args.reasoning, "--one", spec],
+            capture_output=True, text=True)
         if child.returncode != 0:
             print(f"{spec}: failed: {child.stderr.strip().splitlines()[-1:]}", flush=True)
             continue

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from dynrag.lm.base import LanguageModel
-from dynrag.methods.base import Answer, MethodOptions, Step, Trace
+from dynrag.methods.base import Answer, ReasoningOptions, Step, Trace
 from dynrag.methods.prompting import (
     ANSWER_STOPS,
     PromptBuilder,
@@ -24,7 +24,7 @@ from dynrag.retrieval.base import Hit
 SHORT_ANSWER_TOKENS = 32
 
 
-class OnePassOptions(MethodOptions):
+class OnePassOptions(ReasoningOptions):
     """Options of a method that answers in one generation."""
 
     answer: Literal["reasoned", "short"] = Field(
@@ -32,6 +32,7 @@ class OnePassOptions(MethodOptions):
         "short: the answer alone (small instruct models read better so)")
 
     def builder_for(self, builder: PromptBuilder) -> PromptBuilder:
+        builder = self.styled(builder)
         return builder.answering_short() if self.answer == "short" else builder
 
 

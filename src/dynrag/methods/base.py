@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import Field
 
@@ -32,6 +32,18 @@ class MethodOptions(Options):
         """These options for a run on ``dataset``: a method whose defaults depend on the dataset
         (deeprag's limits) fills those the user did not give; the rest keep theirs."""
         return self
+
+
+class ReasoningOptions(MethodOptions):
+    """How much reasoning the project's prompt asks a chat reader for before its answer."""
+
+    reasoning: Literal["chain", "brief"] = Field(
+        "chain", description="chat readers: chain = one short sentence for each fact needed, as many as the "
+        "question needs; brief = at most two short sentences (the instruction before chain readers)")
+
+    def styled(self, builder: Any) -> Any:
+        """``builder`` (a PromptBuilder) asking for this reasoning."""
+        return builder.with_reasoning(self.reasoning)
 
 
 @dataclass

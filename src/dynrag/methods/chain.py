@@ -33,7 +33,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from dynrag.context.registry import COMPRESSORS
 from dynrag.lm.base import LanguageModel
-from dynrag.methods.base import MethodOptions, MethodTraits, Retrieval, Step, Trace
+from dynrag.methods.base import MethodOptions, MethodTraits, ReasoningOptions, Retrieval, Step, Trace
 from dynrag.registry import Registry
 from dynrag.rerank.registry import RERANKERS
 from dynrag.retrieval.base import Hit, Retriever
@@ -162,7 +162,9 @@ class RetrievingMethod:
     traits: ClassVar[MethodTraits] = MethodTraits()
 
     def __init__(self, lm: LanguageModel, builder: Any, options: ChainOptions, retriever: Retriever):
-        self.lm, self.builder, self.options, self.retriever = lm, builder, options, retriever
+        self.lm, self.options, self.retriever = lm, options, retriever
+        # deeprag writes its own narrative: only the methods that answer in the project's prompt style it
+        self.builder = options.styled(builder) if isinstance(options, ReasoningOptions) else builder
         self.chain = RetrievalChain(lm, retriever, options)
         self.chain.prepare()
 

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from dynrag.lm.base import Generation
 from dynrag.methods.answering import complete_answer
-from dynrag.methods.base import Answer, MethodOptions, Retrieval, Step, Trace
+from dynrag.methods.base import Answer, MethodOptions, ReasoningOptions, Retrieval, Step, Trace
 from dynrag.methods.chain import ChainOptions, RetrievingMethod
 from dynrag.methods.direct import require_question
 from dynrag.methods.prompting import ANSWER_STOPS, has_complete_answer
@@ -30,7 +30,7 @@ from dynrag.retrieval.base import Hit
 SENTENCE_ENDS = (". ", "? ", "! ")
 
 
-class IterativeOptions(ChainOptions):
+class IterativeOptions(ChainOptions, ReasoningOptions):
     max_new_tokens: int = Field(128, ge=1, description="budget of kept answer tokens")
     max_retrievals: int = Field(5, ge=0, description="hard cap on retrievals per question")
     max_steps: int = Field(24, ge=1, description="hard cap on generation calls per question")

@@ -49,12 +49,21 @@ class PromptBuilder:
         "they help, and end with \"{phrase} <answer>.\""
     )
     # Instruct models in the chat style wander into long explanations and answer with a whole
-    # phrase; asking for brevity and the shortest answer keeps their answers gradable.
+    # phrase; asking for short sentences and the shortest answer keeps their answers gradable. One
+    # sentence a fact, as many as the question needs, lets a multi-hop answer write its chain, which
+    # is where FLARE's and DRAGIN's triggers act (reasoning=chain, the default).
     chat_instruction: str = (
+        "Answer the question. Write one short sentence for each fact you need, as many as the question "
+        "needs, using the documents when they help, then end with \"{phrase} <answer>.\" where <answer> "
+        "is as short as possible: a name, a date, a number, or yes or no."
+    )
+    # reasoning=brief: the instruction before chain readers, two sentences at most.
+    brief_chat_instruction: str = (
         "Answer the question. Think in at most two short sentences, using the documents when they help, "
         "then end with \"{phrase} <answer>.\" where <answer> is as short as possible: a name, a date, "
         "a number, or yes or no."
     )
+    reasoning: str = "chain"
     # The short style: the answer at once, no reasoning. The answer phrase opens the answer (and
     # the exemplars' answers), so the model writes the answer and a full stop, not a sentence about it.
     short_instruction: str = (
@@ -73,6 +82,10 @@ class PromptBuilder:
     def exemplar_text(self, exemplars: list[Exemplar] | None = None) -> str:
         return self.instruction_text() + "\n\n" + self.examples_text(exemplars)
 
+    def with_reasoning(self, style: str) -> "PromptBuilder":
+        """This builder asking chat readers for a chain (one sentence a fact) or ``brief`` reasoning."""
+        return self if style == self.reasoning else replace(self, reasoning=style)
+
     def answering_short(self) -> "PromptBuilder":
         """This builder in the short style: the answer alone, with no reasoning before it."""
         return replace(self, short=True)
@@ -80,7 +93,8 @@ class PromptBuilder:
     def instruction_text(self, chat: bool = False) -> str:
         if self.short:
             return self.short_instruction
-        return (self.chat_instruction if chat else self.instruction).format(phrase=self.answer_phrase)
+        chat_text = self.brief_chat_instruction if self.reasoning == "brief" else self.chat_instruction
+        return (chat_text if chat else self.instruction).format(phrase=self.answer_phrase)
 
     def examples_text(self, exemplars: list[Exemplar] | None = None) -> str:
         lines = []
