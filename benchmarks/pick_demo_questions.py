@@ -3,9 +3,10 @@ answered closed book (direct), with one retrieval (single) and by dragin, at the
 budgets (demo.QUICK_OPTIONS). The quick demo's three questions are ones where closed book is wrong
 and dragin retrieves and answers right.
 
-    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/pick_demo_questions.py bundled:qwen2.5-0.5b picks.jsonl
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/pick_demo_questions.py bundled:qwen2.5-0.5b picks.jsonl [ID ...]
 
-One JSON line a question (resumable: questions already in the file are skipped); progress on stderr.
+One JSON line a question (resumable: questions already in the file are skipped), only the IDs given
+when there are any; progress on stderr.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dynrag.retrieval.demo_index import ensure_demo_index
 from dynrag.run.assemble import make_method
 
 
-def main(spec: str, out: Path) -> None:
+def main(spec: str, out: Path, only: set[str]) -> None:
     done = {json.loads(line)["id"] for line in out.read_text().splitlines()} if out.exists() else set()
     console = Console(stderr=True)
     plans = demo_plans(spec, QUICK_OPTIONS)
@@ -33,7 +34,7 @@ def main(spec: str, out: Path) -> None:
     lm = load_lm(spec)
     methods = {name: make_method(plan, lm, index) for name, plan in plans.items()}
     for q in load_demo_questions():
-        if q.id in done:
+        if q.id in done or (only and q.id not in only):
             continue
         row: dict = {"id": q.id, "hops": q.hops}
         for name, method in methods.items():
@@ -48,4 +49,4 @@ def main(spec: str, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]))
+    main(sys.argv[1], Path(sys.argv[2]), set(sys.argv[3:]))
