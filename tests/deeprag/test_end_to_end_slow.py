@@ -68,7 +68,7 @@ def test_ask_synth_imitation_calibration_eval(tmp_path):
 
     # 5. evaluation with the knowledge-boundary figures against a direct run
     common = ["--dataset", "2wikimultihopqa", "--data", str(held_out), "--corpus", "contexts", "--no-progress"]
-    ok(run_dynrag(["eval", *common, "--method", "direct", "--out", str(tmp_path / "direct")]))
+    ok(run_dynrag(["eval", *common, "--method", "direct", "--model", "bundled:smollm2", "--out", str(tmp_path / "direct")]))
     evaluated = ok(run_dynrag(["eval", *common, "--method", "deeprag", "--model", f"hf:{tmp_path / 'coc'}",
                                "--baseline", str(tmp_path / "direct"), "--out", str(tmp_path / "deeprag")]))
     summary = json.loads((tmp_path / "deeprag" / "summary.json").read_text())
