@@ -38,7 +38,7 @@ from dynrag.text.words import merge_words
 
 
 # Default thresholds per variant; RIND's scale depends on the model. `paper`: answering HotpotQA
-# questions 41-54 without retrieval, the default model's (SmolLM2-135M) largest RIND score per answer
+# questions 41-54 without retrieval, SmolLM2-135M's (then the default) largest RIND score per answer
 # had quartiles 0.29 / 0.38 / 0.70 (gemma3-270m: 0.10 / 0.14 / 0.24), so 0.3 makes about three answers
 # in four retrieve. `reference`: its weights average 1 within a sentence, the scale of the authors'
 # released thresholds (0.6-1.5 by model and dataset); 1.2 is theirs for Llama2-13b-chat and
