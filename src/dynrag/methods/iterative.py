@@ -81,16 +81,13 @@ class IterativeMethod(RetrievingMethod):
         return state.may_retrieve and len(state.trace.retrievals) < self.options.max_retrievals
 
     def done(self, state: LoopState) -> bool:
-        if self.decoding_left(state) == 0 and not has_complete_answer(state.answer, self.builder.answer_phrase):
+        if has_complete_answer(state.answer, self.builder.answer_phrase):
+            return True
+        if self.decoding_left(state) == 0:  # the only stop that leaves the answer short of its end
             state.trace.cut = (f"cut after {state.trace.generated_tokens} decoded tokens "
                                f"(max_generated_tokens {self.decoding_budget()})")
             return True
-        return (
-            has_complete_answer(state.answer, self.builder.answer_phrase)
-            or self.remaining_tokens(state) == 0
-            or state.steps >= self.options.max_steps
-            or state.stalled >= 2
-        )
+        return self.remaining_tokens(state) == 0 or state.steps >= self.options.max_steps or state.stalled >= 2
 
     def generate(self, state: LoopState, max_tokens: int, *, within_budget: bool = True, **kwargs: Any) -> Generation:
         """One decoding call of at most `max_tokens`; cut to the tokens left in the budget unless
