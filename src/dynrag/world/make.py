@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -86,8 +85,8 @@ def is_world(out: Path) -> bool:
     manifest = out / MANIFEST
     if manifest.is_file():
         try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = read_json(manifest, "world manifest")
+        except DataError:  # unreadable or not JSON: nothing says it is a world
             return False
         # An index's manifest.json has a "format"; a world's (of any format version) its seed and sizes.
         return isinstance(data, dict) and "format" not in data and {"seed", "options", "sha256"} <= data.keys()
