@@ -24,7 +24,7 @@ from dynrag.registry import parse_model
 from dynrag.reproduce.retrieval_tables import (
     CorpusShape, RetrievalRow, RetrievalTable, RetrievalTableOptions, chunk_span, covered_within, mean_scores, ranking_scores,
 )
-from dynrag.reproduce.runs import ReproduceRequest, find_data
+from dynrag.reproduce.runs import ReproduceRequest, check_rows, find_data
 
 CORPUS_FORMAT = "dynrag-reproduce-corpus/1"
 # The loader of each dataset a retrieval table may read (when it is not the dataset's own name).
@@ -38,9 +38,7 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
     if req.limit is not None and req.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
     keys = [row.key for row in table.rows]
-    bad = sorted(set(req.rows or []) - set(keys))
-    if bad:  # before the notes below: a typo in --row is the whole answer
-        raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
+    check_rows(req.rows, keys, table.name)  # before the notes below: a typo in --row is the whole answer
     if req.limit is None and table.default_limit is not None:
         from dataclasses import replace
 

@@ -54,6 +54,14 @@ class ReproduceRequest:
     tuned: list[Path] = field(default_factory=list)  # `dynrag tune` directories: their best values replace defaults
 
 
+def check_rows(rows: list[str] | None, keys: list[str], table: str) -> None:
+    """Refuse a ``--row`` that the table does not have, naming the rows it has."""
+    keys = list(dict.fromkeys(keys))
+    bad = sorted(set(rows or []) - set(keys))
+    if bad:
+        raise ConfigError(f"--row {bad[0]!r}: table {table!r} has rows {', '.join(keys)}")
+
+
 def find_data(table: Table, req: ReproduceRequest) -> tuple[dict[str, Path], dict[str, str]]:
     """(dataset -> file for those found, dataset -> why not for the rest)."""
     unknown = sorted(set(req.data) - set(table.datasets))
@@ -125,10 +133,8 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
     check_execution(workers=req.workers, batch=req.batch)  # before any run directory or index is written
     table = open_table(req.table, req.options)
-    keys = list(dict.fromkeys(s.key for s in table.runs))
-    bad = sorted(set(req.rows or []) - set(keys))
-    if bad:  # first: a typo in --row is the whole answer, before any dataset's warning or a world's index build
-        raise ConfigError(f"--row {bad[0]!r}: table {table.name!r} has rows {', '.join(keys)}")
+    # first: a typo in --row is the whole answer, before any dataset's warning or a world's index build
+    check_rows(req.rows, [s.key for s in table.runs], table.name)
     if table.prepare is not None:
         req = table.prepare(req)
     elif req.world is not None:
