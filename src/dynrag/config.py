@@ -67,6 +67,10 @@ class RunConfig(Options):
     _origin: dict[str, str | None] = PrivateAttr(default_factory=dict)
     _source: str | None = PrivateAttr(default=None)
 
+    def given_by(self, *flags: str) -> dict[str, str]:
+        """The keys (``options.theta``) whose values one of ``flags`` gave, to that flag."""
+        return {key: flag for key, flag in self._origin.items() if flag in flags}
+
     @field_validator("workers", mode="before")
     @classmethod
     def _workers(cls, value: Any) -> Any:

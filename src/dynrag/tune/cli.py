@@ -74,7 +74,7 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
                                         prune=_choice("--prune", prune, ("none", "median", "halving")),
                                         prune_every=_positive("--prune-every", prune_every),
                                         prune_startup=max(0, prune_startup))
-                fixed = {k: v for k, v in run._origin.items() if v in ("--option", "--retriever-option")}
+                fixed = run.given_by("--option", "--retriever-option")
                 result = run_tune(settings, out, workers=run.workers, batch=run.batch, console=err, fixed=fixed)
             if report:
                 sys.stdout.write(result["markdown"])
