@@ -182,6 +182,7 @@ def register_compare(app: typer.Typer, user_errors: UserErrors) -> None:
     def compare_command(
         runs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directories written by `dynrag eval`."),
         plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE", help="Write F1 against retrievals/question here (PNG)."),
+        claims: bool = typer.Option(False, "--claims", help="Also decide the papers' pairwise claims among the runs (DRAGIN above each other method, FLARE above single) on the questions both answered: exact McNemar on EM, n, p and verdict."),
     ) -> None:
         """Print a markdown table of runs; optionally plot F1 against retrievals per question."""
         with user_errors():
@@ -189,6 +190,11 @@ def register_compare(app: typer.Typer, user_errors: UserErrors) -> None:
 
             loaded = add_direct_boundaries([load_run(r) for r in runs])
             sys.stdout.write(markdown_table(loaded))
+            if claims:
+                from dynrag.eval.compare import labels
+                from dynrag.eval.compare_claims import claim_lines, decide_pairs
+
+                sys.stdout.write(claim_lines(decide_pairs(loaded, labels(loaded))))
             if plot is not None:
                 plot_runs(loaded, plot)
                 Console(stderr=True).print(Text(f"wrote {plot}"), soft_wrap=True)
