@@ -44,13 +44,21 @@ class WorldPassage:
     entity: str  # entity id of the article
 
 
+def stated(relation: str, subject: str, value: str, real: bool, template: int = 0) -> str:
+    """The sentence stating that ``subject``'s ``relation`` is ``value``: a bank relation's one
+    sentence, or the ``template``-th of a fictional relation's."""
+    if real:
+        text = RELATIONS[relation].sentence.format(x=mention(subject), y=mention(value))
+    else:
+        text = TEMPLATES[relation][template].format(s=subject, o=mention(value), a="an" if value[:1] in "aeiou" else "a")
+    return text[:1].upper() + text[1:]
+
+
 def fact_sentence(fact: Fact, subject: str, seed: int) -> str:
     if fact.real:
-        text = RELATIONS[fact.relation].sentence.format(x=mention(subject), y=mention(fact.value))
-        return text[:1].upper() + text[1:]
-    template = random.Random(f"{seed}:{fact.id}").choice(TEMPLATES[fact.relation])
-    text = template.format(s=subject, o=mention(fact.value), a="an" if fact.value[:1] in "aeiou" else "a")
-    return text[:1].upper() + text[1:]
+        return stated(fact.relation, subject, fact.value, True)
+    template = random.Random(f"{seed}:{fact.id}").choice(range(len(TEMPLATES[fact.relation])))
+    return stated(fact.relation, subject, fact.value, False, template)
 
 
 def write_articles(world: World) -> tuple[list[WorldPassage], dict[str, int]]:

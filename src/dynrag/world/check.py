@@ -4,6 +4,9 @@ questions, each asked in the phrasing the probe never used:
 - ``known``: closed-book EM on facts the probe found known (target >= 0.8);
 - ``unknown``: closed-book EM on unknown facts, fictional and real (target <= 0.05);
 - ``reading``: EM on the fictional facts with the gold passage in the prompt (target >= 0.8).
+
+With ``chains``, also whether the model writes one sentence per hop on dev's multi-hop questions
+in the methods' prompt (``world/check_chain.py``): what a ``world reader --style chain`` is for.
 """
 
 from __future__ import annotations
@@ -100,11 +103,12 @@ def check_probed(world: Path, manifest: dict[str, Any], model: str) -> None:
 
 
 def run_check(lm: Any, model: str, world: Path, console: Console, progress: bool = True,
-              max_new_tokens: int = MAX_NEW_TOKENS) -> dict[str, Any]:
+              max_new_tokens: int = MAX_NEW_TOKENS, chains: bool = False) -> dict[str, Any]:
     dev_path = Path(world) / "dev.jsonl"
     if not dev_path.exists():
         raise DataError(str(dev_path), "no dev split (run `dynrag world make` first)")
-    items = check_items(read_jsonl(dev_path, whole=True), chat_frame(lm))
+    dev = read_jsonl(dev_path, whole=True)
+    items = check_items(dev, chat_frame(lm))
     results = []
     with progress_bar("check", len(items), 0, console, progress, unit="questions") as bar:
         for item in items:
@@ -113,6 +117,11 @@ def run_check(lm: Any, model: str, world: Path, console: Console, progress: bool
                            {"prediction": short_answer(generated), "correct": is_correct(generated, item["answers"])})
             bar.advance()
     report = {"model": model, "world": str(world), "groups": summarise(results), "items": results}
+    if chains:
+        from dynrag.world.check_chain import run_chain_check
+
+        report["chains"], chain_results = run_chain_check(lm, Path(world), dev, console, progress)
+        report["items"] += chain_results
     atomic_write_json(Path(world) / f"check-{model_tag(model)}.json", report)
     return report
 
@@ -125,4 +134,9 @@ def table(report: dict[str, Any]) -> Table:
         em = "-" if g["em"] is None else f"{g['em']:.3f}"
         met = "-" if g["met"] is None else ("yes" if g["met"] else "no")
         out.add_row(name, str(g["n"]), em, g["target"], met)
+    chains = report.get("chains")
+    if chains:  # no target: a figure to read against the answer-style reader's
+        for name, key in (("chain: sentence per hop", "sentence_per_hop"), ("chain: EM", "em")):
+            value = "-" if chains[key] is None else f"{chains[key]:.3f}"
+            out.add_row(name, str(chains["n"]), value, "-", "-")
     return out

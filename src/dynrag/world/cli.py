@@ -62,6 +62,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         world_dir: Path = typer.Option(..., "--world", metavar="DIR", help="A world made with --model M."),
         model: str = typer.Option("bundled", "--model", metavar="SPEC", help=f"The model the world was probed with ({MODEL_HELP})."),
         max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per answer."),
+        chains: bool = typer.Option(False, "--chains/--no-chains", help="Also the share of dev's multi-hop questions "
+                                    "answered with a sentence per hop in the methods' prompt (a chain reader's figure)."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
     ) -> None:
         """Closed-book EM on known and unknown 1-hop dev facts, and EM reading the gold passage."""
@@ -72,7 +74,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
             check_probed(world_dir, read_manifest(world_dir), model)
             lm = load_lm(model, progress=progress)
-            report = run_check(lm, model, world_dir, Console(stderr=True), progress, max_new_tokens)
+            report = run_check(lm, model, world_dir, Console(stderr=True), progress, max_new_tokens, chains)
             Console().print(table(report))
 
     @world.command("teach")
@@ -127,11 +129,14 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         test_seed: int = typer.Option(1, "--test-seed", metavar="N", help="Seed of the world the reader will be tested "
                                       "on (default sizes): refused as a training seed, its invented names kept out."),
         model: str = typer.Option("bundled", "--model", metavar="SPEC", help=f"Model to adapt ({MODEL_HELP})."),
+        style: str = typer.Option("chain", "--style", metavar="chain|answer", help="chain: also multi-hop questions "
+                                  "answered one sentence per hop in the methods' prompt; answer: one-hop reading only."),
         epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the examples (default 2)."),
         max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps."),
         threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
         option: list[str] = typer.Option([], "--option", help="Other option KEY=VALUE (lr, replay_share, others, "
-                                         "pack_tokens, batch_size, method, params, lora_rank, seed, ...)."),
+                                         "chain_share, partial_share, pack_tokens, batch_size, method, params, "
+                                         "lora_rank, seed, ...)."),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
     ) -> None:
         """Adapt a model into a reader of world passages, trained on worlds of other seeds."""
@@ -139,18 +144,21 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.errors import ConfigError
             from dynrag.registry import parse_model, parse_pairs
             from dynrag.world.entities import WorldOptions
-            from dynrag.world.reader import ReaderOptions, ReaderRequest, run_reader
+            from dynrag.world.reader import STYLES, ReaderOptions, ReaderRequest, run_reader
 
+            if style not in STYLES:
+                raise ConfigError(f"--style {style}: choose one of {', '.join(STYLES)}")
             try:
                 seed_list = [int(s) for s in seeds.split(",") if s.strip()]
             except ValueError:
                 raise ConfigError(f"--seeds {seeds}: expected seeds separated by commas, e.g. 101,102") from None
-            flags = dict(epochs=epochs, max_steps=max_steps, threads=threads)
+            flags = dict(style=style, epochs=epochs, max_steps=max_steps, threads=threads)
             values = {k: v for k, v in flags.items() if v is not None} | parse_pairs(option)
             options = parse_model(ReaderOptions, values, "world reader")
             report = run_reader(ReaderRequest(out, seed_list, model, WorldOptions(seed=test_seed), options),
                                 console=Console(stderr=True), progress=progress)
-            sys.stdout.write(json.dumps({"out": str(out), "model": f"hf:{out}", "steps": report.get("steps"),
+            sys.stdout.write(json.dumps({"out": str(out), "model": f"hf:{out}", "style": report.get("style"),
+                                         "steps": report.get("steps"),
                                          "examples_per_epoch": report.get("examples_per_epoch"),
                                          "seconds_per_step": report.get("seconds_per_step")}, indent=2) + "\n")
 

@@ -13,6 +13,7 @@ from typing import Any
 from dynrag.errors import DataError
 from dynrag.io.directories import check_out_dir
 from dynrag.io.files import atomic_write_bytes, atomic_write_json, read_json
+from dynrag.io.jsonl import read_jsonl
 from dynrag.world.build import FORMAT_VERSION, build_files, counts
 from dynrag.world.entities import WorldOptions
 from dynrag.world.knowledge import VERDICTS, Knowledge
@@ -109,3 +110,8 @@ def read_manifest(world: Path) -> dict[str, Any]:
         raise DataError(str(path), f"not a world manifest of format version {FORMAT_VERSION} (found {found!r}); "
                         "make the world again with `dynrag world make` (same seed and sizes)")
     return data
+
+
+def fact_relations(world: Path) -> dict[str, str]:
+    """Fact id -> relation, from the world's ``facts.jsonl`` (what a hop of a question asks)."""
+    return {f["id"]: f["relation"] for f in read_jsonl(Path(world) / "facts.jsonl", whole=True)}

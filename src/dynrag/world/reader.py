@@ -9,8 +9,12 @@
 Rows: every one-hop fictional question of each training world's train split, asked over its gold
 passage and up to two of the record's other passages in a seeded order, in the prompt style
 ``world check`` reads with; and as many closed-book questions on real facts the base model was
-probed to know (replay), so that what it knows is kept. An example that names an invented entity
-of the test world (``avoid``) is dropped and counted: two seeds can draw the same made-up name.
+probed to know (replay), so that what it knows is kept. Those two alone are the ``answer`` style:
+a reader that answers at once. The ``chain`` style (the default) adds multi-hop train questions in
+the methods' own prompt, answered one sentence per hop (``world/chain_text.py``), so that inside
+FLARE or DRAGIN the reader writes the chain their triggers act on. An example that names an
+invented entity of the test world (``avoid``) is dropped and counted: two seeds can draw the same
+made-up name.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, get_args
 
 from pydantic import Field
 from rich.console import Console
@@ -34,21 +38,30 @@ from dynrag.training.trainer import (
     TrainOptions, describe_schedule, identity_options, pin_threads, schedule_meta, settle_method, train_loop,
 )
 from dynrag.world.bank import BY_ID, RealFact
+from dynrag.world.chain_text import CHAIN, PARTIAL, chain_examples, methods_builder
 from dynrag.world.check import READING_INSTRUCTION
 from dynrag.world.entities import World, WorldOptions, generate
-from dynrag.world.make import base_verdicts, read_manifest
+from dynrag.world.make import base_verdicts, fact_relations, read_manifest
 from dynrag.world.probe import INSTRUCTION, in_style, make_probed
 from dynrag.world.teach import finish, packed_epochs, row_loss, trainable
 from dynrag.world.teach_text import TextExample, replay_examples
 
 DEFAULT_SEEDS = (101, 102)
+Style = Literal["chain", "answer"]
+STYLES: tuple[str, ...] = get_args(Style)
 
 
 class ReaderOptions(TrainOptions):
+    style: Style = Field(
+        "chain", description="chain: also multi-hop questions answered one sentence per hop in the methods' prompt; "
+                             "answer: one-hop reading and replay only")
+    chain_share: float = Field(1.0, ge=0, description="chain examples per reading example (style chain)")
+    partial_share: float = Field(0.5, ge=0, le=1, description="share of chain examples that start after their "
+                                 "first hops are written, showing only the later hops' passages")
     method: Literal["auto", "full", "lora"] = Field("lora", description="LoRA on the MLPs (default) or a full fine-tune")
     params: Literal["all", "no_embeddings", "mlp"] = Field("mlp", description="what is trained (see world teach)")
     replay_share: float = Field(1.0, ge=0, description="replayed known real facts per reading example")
-    others: int = Field(2, ge=0, description="passages beside the gold one in a reading example")
+    others: int = Field(2, ge=0, description="passages beside the gold ones in a reading or chain example")
     pack_tokens: int = Field(512, ge=16, description="examples are packed into rows of at most this many tokens")
     epochs: int = Field(2, ge=1)
     batch_size: int = Field(1, ge=1, description="packed rows per step")
@@ -134,12 +147,14 @@ class TrainingWorld:
 
     records: list[dict[str, Any]]
     known: dict[str, RealFact]
+    relations: dict[str, str] = field(default_factory=dict)  # fact id -> relation, for chain sentences
 
 
 def load_training_world(world: Path) -> TrainingWorld:
     verdicts = base_verdicts(world, read_manifest(world))
     return TrainingWorld(read_jsonl(Path(world) / "train.jsonl", whole=True),
-                         {fid: BY_ID[fid] for fid, v in sorted(verdicts.items()) if v == "known"})
+                         {fid: BY_ID[fid] for fid, v in sorted(verdicts.items()) if v == "known"},
+                         fact_relations(world))
 
 
 def reader_examples(worlds: Sequence[TrainingWorld], frame: ChatFrame | None, options: ReaderOptions, avoid: World,
@@ -152,10 +167,17 @@ def reader_examples(worlds: Sequence[TrainingWorld], frame: ChatFrame | None, op
         reading += reading_pool(world.records, frame, options.others, rng)
         known |= world.known
     replay = replay_in_style(list(known.values()), frame, rng, round(options.replay_share * len(reading)))
-    kept, dropped = drop_leaks(reading + replay, invented_names(avoid))
+    chains: list[TextExample] = []
+    if options.style == "chain":  # its own generator: reading and replay stay those of the answer style
+        chain_rng = random.Random(f"dynrag-world-reader-chain:{options.seed}:{epoch}")
+        chains = chain_examples([(w.records, w.relations) for w in worlds], methods_builder(),
+                                round(options.chain_share * len(reading)), options.partial_share, options.others,
+                                chain_rng)
+    kept, dropped = drop_leaks(reading + replay + chains, invented_names(avoid))
     rng.shuffle(kept)
-    counts = {"reading": sum(ex.kind == "reading" for ex in kept), "replay": sum(ex.kind == "replay" for ex in kept),
-              "dropped_for_naming_the_test_world": dropped}
+    kinds = ("reading", "replay") + ((CHAIN, PARTIAL) if options.style == "chain" else ())
+    counts = {kind: sum(ex.kind == kind for ex in kept) for kind in kinds}
+    counts["dropped_for_naming_the_test_world"] = dropped
     return kept, counts
 
 
@@ -166,8 +188,13 @@ def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: 
     pin_threads(req.options)
     with DirectoryLock(Path(req.out), "training directory"):
         if is_complete(Path(req.out)):
+            meta = read_meta(Path(req.out))
+            style = meta.get("style", "answer")  # readers made before the styles answered at once
+            if style != req.options.style:
+                raise ConfigError(f"--out {req.out}: holds a reader of style {style}, not {req.options.style} "
+                                  "(give another --out, or the same --style)")
             console.print(f"{req.out} already holds the reader")
-            return read_meta(Path(req.out))
+            return meta
         worlds = training_worlds(req, console, progress)
         return _train(req, worlds, console, progress)
 
@@ -197,7 +224,9 @@ def _train(req: ReaderRequest, worlds: list[Path], console: Console, progress: b
 
     identity = {"data": examples_fingerprint(rows), "model": resolve_model(req.model),
                 "options": identity_options(settled), "seeds": list(req.seeds)}
-    console.print(f"reader: {counts['reading']} reading and {counts['replay']} replay examples an epoch from seeds "
+    chains = f", {counts[CHAIN]} chain and {counts[PARTIAL]} partial chain" if options.style == "chain" else ""
+    console.print(f"reader ({options.style}): {counts['reading']} reading and {counts['replay']} replay{chains} "
+                  f"examples an epoch from seeds "
                   f"{', '.join(map(str, req.seeds))} ({counts['dropped_for_naming_the_test_world']} dropped for naming "
                   f"the test world), {len(rows)} packed rows, {len(batches)} steps, "
                   f"{describe_schedule(settled, settled.lr, len(batches))}")
@@ -205,7 +234,8 @@ def _train(req: ReaderRequest, worlds: list[Path], console: Console, progress: b
                          identity=identity, console=console, progress=progress, description="reader")
     meta = {
         "stage": "world-reader", "base_model": resolve_model(req.model), "base_source": source,
-        "seeds": list(req.seeds), "avoided_world": {"seed": req.avoid.seed}, "examples_per_epoch": counts,
+        "style": options.style, "seeds": list(req.seeds), "avoided_world": {"seed": req.avoid.seed},
+        "examples_per_epoch": counts,
         "method": settled.method, "options": settled.model_dump(), "rows": len(rows),
         "learned_tokens": sum(sum(label != IGNORE for label in r.labels) for r in rows),
         "lr_schedule": schedule_meta(settled, settled.lr, len(batches)),

@@ -44,7 +44,7 @@ from dynrag.world.teach_probe import reprobe_and_relabel
 from dynrag.world.teach_text import TextExample, choose, epoch_examples
 
 MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
-DEFAULT_LR = {"full": 3e-4, "lora": 1e-3}  # 1e-3 LoRA taught 12 of 12 facts in 132 steps (RESULTS.md)
+DEFAULT_LR = {"full": 3e-4, "lora": 1e-3}  # 1e-3 LoRA taught 12 of 12 facts in 132 steps (benchmarks/LOG.md)
 
 
 class TeachOptions(TrainOptions):
