@@ -5,6 +5,10 @@ test is paired: a two-sided permutation test that flips the sign of each questio
 (scipy's ``permutation_test``, 9,999 resamples, fixed seed). The verdict: *holds* when the
 claimed row is ahead and p < 0.05, *does not hold* when it is behind and p < 0.05, and
 *undetermined* otherwise (no difference shown on these questions; more questions may show one).
+
+Each printed claim line is a ``ClaimLine``: the text, carrying its ``Decided`` figures, so the
+result record of a run (reproduce/record_build.py) reads the verdicts the table printed instead of
+testing again.
 """
 
 from __future__ import annotations
@@ -25,6 +29,37 @@ class Claim:
     better: str  # row key said to be ahead
     worse: str  # row key said to be behind
     metric: str  # our metric key it is judged on
+    ledger: str | None = None  # the claim's id in data/claims.json, where the ledger has it
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A claim decided on one dataset, as a result record keeps it."""
+
+    text: str
+    dataset: str
+    test: str
+    n: int
+    p: float
+    difference: float | None
+    verdict: str  # holds | does not hold | undetermined
+    ledger: str | None = None
+
+
+class ClaimLine(str):
+    """A printed claim line that carries what it decided (list concatenation and joining keep it)."""
+
+    decided: Decided
+
+    def __new__(cls, text: str, decided: Decided) -> "ClaimLine":
+        line = super().__new__(cls, text)
+        line.decided = decided
+        return line
+
+
+def decided_in(lines: Sequence[str]) -> list[Decided]:
+    """The decisions of the claim lines among ``lines``, in order."""
+    return [line.decided for line in lines if isinstance(line, ClaimLine)]
 
 
 @dataclass(frozen=True)
@@ -77,8 +112,11 @@ def claim_line(claim: Claim, labels: dict[str, str], results: dict, dataset: str
     if not better or not worse:
         return None
     v = decide(claim, better, worse)
-    return (f"- {dataset}: {claim.text}: {labels[claim.better]} − {labels[claim.worse]} on {claim.metric} = "
-            f"{v.difference:+.3f}; paired permutation test, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.")
+    what = f"{labels[claim.better]} − {labels[claim.worse]} on {claim.metric}"
+    return ClaimLine(f"- {dataset}: {claim.text}: {what} = "
+                     f"{v.difference:+.3f}; paired permutation test, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.",
+                     Decided(f"{claim.text}: {what}", dataset, "paired permutation", v.n, v.p, v.difference,
+                             v.verdict, claim.ledger))
 
 
 def tested_claims(heading: str, claims: Sequence[Claim], runs: Sequence[RunSpec], datasets: Sequence[str],

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Callable, ContextManager, Optional
 
@@ -41,12 +43,16 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         tuned: list[Path] = typer.Option([], "--tuned", metavar="DIR", help="A `dynrag tune` directory: the rows of its method run at its best values (repeatable; the table prints them)."),
         batch: int = typer.Option(1, "--batch", min=1, metavar="N", help="Questions in flight per run, their generations decoded together by one local model."),
         workers: str = typer.Option("1", "--workers", metavar="N|auto", help="Worker processes per run, each with its own model (auto: one per core). The rows still run one after another; a run resumes with any value."),
+        results: Optional[Path] = typer.Option(None, "--results", metavar="DIR", help="Also write the run's result record (rows, published cells, claim verdicts, provenance) into DIR, e.g. results/; `dynrag results` pages it."),
     ) -> None:
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
         with user_errors():
             from dynrag.errors import ConfigError
             from dynrag.reproduce.runs import ReproduceRequest, reproduce
-            from dynrag.reproduce.render import render
+            from dynrag.reproduce.provenance import load_average
+            from dynrag.reproduce.record_build import RunContext, table_record
+            from dynrag.reproduce.records import write_record
+            from dynrag.reproduce.render import render_lines
             from dynrag.reproduce.catalog import RETRIEVAL_TABLES, TABLES, table_names
             from dynrag.io.files import atomic_write_text
             from dynrag.registry import parse_pairs
@@ -56,6 +62,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             if workers.strip() != "1" and (table in own_loop or table in RETRIEVAL_TABLES):
                 raise ConfigError(f"--workers: {table} does not answer through eval runs, so it has no workers to "
                                   "give; the QA tables and `reproduce world` take it")
+            if results is not None and (table in own_loop or table in RETRIEVAL_TABLES):
+                raise ConfigError(f"--results: {table} writes no result record yet; the QA tables and `reproduce "
+                                  "world` do")
             if table == "bestpractice-figure3":
                 from dynrag.reproduce.bestpractice_figure3 import figure3_command
 
@@ -113,7 +122,43 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                     batch=batch, world=world, tuned=list(tuned),
                     workers=int(workers) if workers.strip().isdigit() else workers.strip(),
                 )
-                text = render(reproduce(req, console=err, progress=progress and err.is_terminal))
+                started, load_start = time.monotonic(), load_average()
+                report = reproduce(req, console=err, progress=progress and err.is_terminal)
+                lines = render_lines(report)
+                text = "\n".join(lines) + "\n"
+                if results is not None:
+                    context = RunContext(shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                                         time.monotonic() - started, load_start, load_average())
+                    record = table_record(report, lines, context)
+                    if record.rows:
+                        err.print(f"Result record: {write_record(results, record)}", highlight=False)
+                    else:  # a record of nothing would only hide the table's published cells on the page
+                        err.print("[yellow]--results: no row has a result yet; no record written[/yellow]")
             if write is not None:
                 atomic_write_text(write, text)
             sys.stdout.write(text)
+
+    @app.command("results")
+    def results_command(
+        records: Path = typer.Option(Path("results"), "--records", metavar="DIR", help="The result records (dynrag reproduce ... --results DIR)."),
+        out: Path = typer.Option(Path("docs/results.md"), "--out", metavar="FILE", help="The page to write."),
+        check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when FILE differs from what would be rendered."),
+    ) -> None:
+        """Render the results page (docs/results.md) from the result records and the claims ledger."""
+        with user_errors():
+            from dynrag.errors import DynragError
+            from dynrag.reproduce.ledger import load_ledger
+            from dynrag.reproduce.records import load_records
+            from dynrag.reproduce.results_page import page_inputs, render_page
+            from dynrag.io.files import atomic_write_text
+
+            found = load_records(records)
+            page = render_page(page_inputs(records, out, load_ledger(), found))
+            if check:
+                current = out.read_text(encoding="utf-8") if out.is_file() else None
+                if current != page:
+                    raise DynragError(f"{out} is not what `dynrag results` renders from {records}/; run "
+                                      "`dynrag results` and commit the page")
+                return
+            atomic_write_text(out, page)
+            sys.stdout.write(f"{out}: {len(found)} records\n")

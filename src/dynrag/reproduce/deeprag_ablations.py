@@ -95,8 +95,10 @@ def deeprag_figure5(options: ImitationAblationOptions) -> Table:
             ("imi_max", "most retrievals (max)", options.max),
             ("imi_random", "random correct narrative (random)", options.random)]
     claims = [claim for other in ("imi_max", "imi_random") for claim in (
-        Claim("the fewest-retrieval narratives train a better reader", "imi_min", other, "em"),
-        Claim("they train one that retrieves less", other, "imi_min", "retrievals"))]
+        Claim("the fewest-retrieval narratives train a better reader", "imi_min", other, "em",
+              ledger="deeprag.figure5.min-paths-score-higher"),
+        Claim("they train one that retrieves less", other, "imi_min", "retrievals",
+              ledger="deeprag.figure5.min-paths-retrieve-less"))]
     return _ablation("deeprag-figure5", "DeepRAG Figure 5 (imitation path selection)", rows,
                      "--option min=MODEL, --option max=MODEL, --option random=MODEL", claims,
                      "Claims (the paper's: min answers better and retrieves less than max and random; paired "
@@ -109,11 +111,13 @@ def deeprag_figure6(options: CalibrationAblationOptions) -> Table:
             ("coc_all_nodes", "all nodes (all-nodes)", options.all_nodes),
             ("coc_sentence_order", "sentence-level order (sentence-order)", options.sentence_order),
             ("coc_response", "whole responses (response)", options.response)]
-    claims = [Claim("optimal-path pairs train a better reader", "coc_optimal", "coc_all_nodes", "em"),
-              Claim("and one that retrieves less", "coc_all_nodes", "coc_optimal", "retrievals"),
-              Claim("optimal-path pairs train a better reader", "coc_optimal", "coc_sentence_order", "em"),
+    better = "deeprag.figure6.optimal-pairs-score-higher"
+    claims = [Claim("optimal-path pairs train a better reader", "coc_optimal", "coc_all_nodes", "em", ledger=better),
+              Claim("and one that retrieves less", "coc_all_nodes", "coc_optimal", "retrievals",
+                    ledger="deeprag.figure6.optimal-pairs-retrieve-less"),
+              Claim("optimal-path pairs train a better reader", "coc_optimal", "coc_sentence_order", "em", ledger=better),
               Claim("sentence-order pairs lean on memory: fewer retrievals", "coc_optimal", "coc_sentence_order",
-                    "retrievals")]
+                    "retrievals", ledger="deeprag.figure6.sentence-order-over-relies-memory")]
     return _ablation("deeprag-figure6", "DeepRAG Figure 6 (calibration preference pairs)", rows,
                      "--option optimal=MODEL, all_nodes=MODEL, sentence_order=MODEL, response=MODEL", claims,
                      "Claims (the paper's: optimal answers best, retrieves less than all-nodes, and sentence-order "

@@ -84,7 +84,8 @@ def timing_runs(options: DraginTableOptions, datasets: list[str]) -> list[RunSpe
 
 
 def timing_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> list[str]:
-    claims = [Claim("RIND's timing beats the other's", "timing_dragin", other, "em")
+    claims = [Claim("RIND's timing beats the other's", "timing_dragin", other, "em",
+                    ledger=f"dragin.table4.rind-timing-above-{other.removeprefix('timing_').replace('_', '-')}")
               for other in ("timing_fixed_length", "timing_fixed_sentence", "timing_flare")]
     return tested_claims("Claims (the paper's: DRAGIN's timing best; paired tests on these questions):", claims, runs,
                          datasets, results)
@@ -168,10 +169,22 @@ def query_runs(options: DraginTableOptions, datasets: list[str]) -> list[RunSpec
     return runs
 
 
+# Table 6's pairs as the claims ledger words them (data/claims.json).
+QUERY_LEDGER = {
+    ("query_qfs", "query_confident_sentence"): "dragin.table6.qfs-above-flare-query",
+    ("query_qfs", "query_last_words"): "dragin.table6.qfs-above-last-words",
+    ("query_qfs", "query_previous_sentence"): "dragin.table6.qfs-above-previous-sentence",
+    ("query_qfs", "query_full_context"): "dragin.table6.qfs-above-full-context",
+    ("query_confident_sentence", "query_last_words"): "dragin.table6.flare-query-second",
+    ("query_confident_sentence", "query_previous_sentence"): "dragin.table6.flare-query-second",
+}
+
+
 def query_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> list[str]:
     pairs = [("query_qfs", f"query_{other}") for other, _ in QUERY_ROWS[1:]]
     pairs += [("query_confident_sentence", "query_last_words"), ("query_confident_sentence", "query_previous_sentence")]
-    claims = [Claim("the paper ranks the first above the second", better, worse, "em") for better, worse in pairs]
+    claims = [Claim("the paper ranks the first above the second", better, worse, "em", ledger=QUERY_LEDGER.get((better, worse)))
+              for better, worse in pairs]
     return tested_claims("Claims (the paper's: QFS best, FLARE's form second; paired tests on these questions):",
                          claims, runs, datasets, results)
 
@@ -200,7 +213,8 @@ def retriever_runs(options: DraginTableOptions, datasets: list[str]) -> list[Run
 
 
 def retriever_claims(runs: list[RunSpec], datasets: list[str], results: dict) -> list[str]:
-    claims = [Claim(f"BM25 at least matches the dense retriever ({method})", f"{method}_bm25", f"{method}_dense", "em")
+    claims = [Claim(f"BM25 at least matches the dense retriever ({method})", f"{method}_bm25", f"{method}_dense", "em",
+                    ledger="dragin.table7.bm25-above-dense")
               for method in ("flare", "dragin")]
     return tested_claims("Claims (the paper's, tested on these questions; BM25 ahead holds it, dense ahead refutes it):",
                          claims, runs, datasets, results)

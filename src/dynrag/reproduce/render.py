@@ -34,6 +34,11 @@ def _method_title(table: Table, req: ReproduceRequest, cols: list) -> str:
 
 def render(report: dict[str, Any]) -> str:
     """Markdown: per dataset, our figure, the published one and the difference, cell by cell."""
+    return "\n".join(render_lines(report)) + "\n"
+
+
+def render_lines(report: dict[str, Any]) -> list[str]:
+    """``render``'s lines; its claim lines are ``ClaimLine``s, which the run's result record reads."""
     table: Table = report["table"]
     req: ReproduceRequest = report["request"]
     results = report["results"]
@@ -84,4 +89,4 @@ def render(report: dict[str, Any]) -> str:
     for remark in table.remarks:
         lines += ["", remark]
     lines += ["", *(f"Source: {n}" for n in table.notes)]
-    return "\n".join(lines) + "\n"
+    return lines

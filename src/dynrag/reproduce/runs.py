@@ -174,7 +174,7 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         results[(spec.dataset, spec.key)] = summary
     shown = [ds for ds in table.datasets if ds in found or ds in missing]
     return {"table": table, "results": results, "missing": missing, "request": req, "datasets": shown,
-            "tuned": tunes}
+            "tuned": tunes, "data": found}
 
 
 def apply_tunes(table: Table, tuned: list[Path]) -> list[str]:

@@ -17,6 +17,7 @@ from dynrag.datasets.world_decisions import known_and_unknown
 from dynrag.datasets.world_hops import names_unknown_entity
 import numpy as np
 
+from dynrag.reproduce.claims import ClaimLine, Decided
 from dynrag.reproduce.world_tests import (
     Tested,
     fisher_association,
@@ -27,7 +28,9 @@ from dynrag.reproduce.world_tests import (
     paired_lower,
 )
 
+DATASET = "world"  # the world table's one dataset (reproduce/world.py)
 Records = Sequence[Mapping[str, Any]]
+RIND_ON_NEED = "dragin.section3.rind-retrieves-on-need"
 Rows = Mapping[str, Records | None]
 
 DRAGINS = (("dragin", "DRAGIN (paper variant)"), ("dragin_reference", "DRAGIN (reference variant)"))
@@ -39,8 +42,11 @@ def _p(p: float) -> str:
     return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
-def line(text: str, figures: str, tested: Tested) -> str:
-    return f"- {text}: {figures}; {tested.test}, n {tested.n}, p {_p(tested.p)}: **{tested.verdict}**."
+def line(text: str, figures: str, tested: Tested, ledger: str | None = None) -> ClaimLine:
+    """The printed line, carrying its decision for the run's result record (``ledger``: the
+    claim's id in data/claims.json, where the ledger has it)."""
+    return ClaimLine(f"- {text}: {figures}; {tested.test}, n {tested.n}, p {_p(tested.p)}: **{tested.verdict}**.",
+                     Decided(text, DATASET, tested.test, tested.n, tested.p, tested.effect, tested.verdict, ledger))
 
 
 def hop_count(r: Mapping[str, Any]) -> int:
@@ -68,7 +74,8 @@ def retrieval_follows_knowledge(rows: Rows) -> list[str]:
     questions with the same number of hops (hop count and knowledge not mixed up)."""
     text = "(i) {name} retrieves less on {hops}-hop questions the model knows than on those it needs to look up"
     lines = []
-    for key, name in (*DRAGINS, ("flare", "FLARE")):
+    # DRAGIN's rows test the ledger's RIND claim; FLARE's line is ours
+    for (key, name), ledger in (*((d, RIND_ON_NEED) for d in DRAGINS), (("flare", "FLARE"), None)):
         records = rows.get(key)
         if records is None:
             continue
@@ -82,7 +89,7 @@ def retrieval_follows_knowledge(rows: Rows) -> list[str]:
             tested = lower_mean(known, needs)
             lines.append(line(text.format(name=name, hops=hops),
                               f"{sum(known) / len(known):.2f} vs {sum(needs) / len(needs):.2f} retrievals/question "
-                              f"({len(known)} known, {len(needs)} to look up)", tested))
+                              f"({len(known)} known, {len(needs)} to look up)", tested, ledger=ledger))
     if not lines:
         return ["- (i) retrieval follows knowledge: no DRAGIN or FLARE row with known and unknown questions "
                 "of the same hop count."]
@@ -101,7 +108,8 @@ def dragin_beats_single(rows: Rows) -> list[str]:
         if not pairs:
             continue
         tested, figures = em_comparison(pairs)
-        lines.append(line(f"(ii) {name} answers more multi-hop questions than single retrieval", figures, tested))
+        lines.append(line(f"(ii) {name} answers more multi-hop questions than single retrieval", figures, tested,
+                          ledger="dragin.table2.dragin-above-single"))
     return lines or ["- (ii) DRAGIN against single retrieval on multi-hop questions: a row was not run."]
 
 
@@ -118,8 +126,10 @@ def stage_two_retrieves_less(rows: Rows) -> list[str]:
     better, _ = em_comparison(pairs)
     both = combined(fewer.verdict, better.verdict)
     lines = [line(text, f"{sum(a['retrievals'] for a, _ in pairs) / len(pairs):.2f} vs "
-                        f"{sum(b['retrievals'] for _, b in pairs) / len(pairs):.2f} retrievals/question", fewer),
-             line("(iii) DeepRAG stage II answers more than stage I", f"EM change {better.effect:+.3f}", better),
+                        f"{sum(b['retrievals'] for _, b in pairs) / len(pairs):.2f} retrievals/question", fewer,
+                  ledger="deeprag.table2.stage2-fewer-than-stage1"),
+             line("(iii) DeepRAG stage II answers more than stage I", f"EM change {better.effect:+.3f}", better,
+                  ledger="deeprag.table1.stage2-above-stage1"),
              f"- (iii) together (fewer retrievals, EM not worse): **{both}**."]
     for key, name in (("deeprag_imi", "stage I"), ("deeprag", "stage II")):
         lines.append(f"  {name} question MCC (did not retrieve vs needed nothing): {question_mcc(rows[key] or [])}")
@@ -192,7 +202,7 @@ def needless_retrieval_hurts(rows: Rows) -> list[str]:
         return ["- Needless retrieval hurts: no all-known question."]
     tested, figures = em_comparison(pairs)
     return [line("Needless retrieval hurts: closed book beats single retrieval on questions the model knows",
-                 figures, tested)]
+                 figures, tested, ledger="deeprag.section1.needless-retrieval-hurts")]
 
 
 def fewer_retrievals_when_right(rows: Rows) -> list[str]:
@@ -207,7 +217,8 @@ def fewer_retrievals_when_right(rows: Rows) -> list[str]:
         if right and wrong:
             lines.append(line(f"DeepRAG Table 2: {name} retrieves less for the questions it gets right",
                               f"{sum(right) / len(right):.2f} vs {sum(wrong) / len(wrong):.2f} retrievals/question "
-                              f"({len(right)} right, {len(wrong)} wrong)", lower_mean(right, wrong)))
+                              f"({len(right)} right, {len(wrong)} wrong)", lower_mean(right, wrong),
+                              ledger="deeprag.table2.fewer-retrievals-when-right"))
     return lines
 
 
@@ -240,7 +251,8 @@ def queries_name_unknown(rows: Rows) -> list[str]:
             a, b = sum(mine), sum(theirs)
             tested = fisher_association(a, b, len(mine) - a, len(theirs) - b)
             lines.append(line(f"DRAGIN Table 6: {name}'s queries name the unknown entity more often than {other_name}'s",
-                              f"{a / len(mine):.3f} of {len(mine)} vs {b / len(theirs):.3f} of {len(theirs)}", tested))
+                              f"{a / len(mine):.3f} of {len(mine)} vs {b / len(theirs):.3f} of {len(theirs)}", tested,
+                              ledger="dragin.section3.qfs-targets-need"))
     return lines
 
 

@@ -1,0 +1,128 @@
+"""The result record of one `dynrag reproduce TABLE --results DIR` run, built from what the table
+printed: the rows' summaries, the published cells shown beside them, the claim lines' decisions
+(``ClaimLine``s, so nothing is tested twice) and the run's provenance."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dynrag.reproduce.claims import decided_in
+from dynrag.reproduce.ledger import load_ledger
+from dynrag.reproduce.provenance import file_sha256, git_commit, load_text, machine, today
+from dynrag.reproduce.records import ClaimResult, Provenance, ResultRecord, Row
+from dynrag.reproduce.runs import ReproduceRequest, slug
+from dynrag.reproduce.tables import Table, published
+
+# summary.json key -> the record's cell name (EM and F1 as fractions, as summaries hold them)
+CELLS = {"em": "em", "f1": "f1", "accuracy": "accuracy", "retrievals_per_question": "retrievals"}
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the command knows of the run beyond its report."""
+
+    command: str  # the command line as typed
+    wall_s: float
+    load_start: float | None
+    load_end: float | None
+
+
+def row_cells(summary: dict[str, Any]) -> dict[str, float]:
+    return {name: float(summary[key]) for key, name in CELLS.items() if isinstance(summary.get(key), (int, float))}
+
+
+def published_group(table: Table) -> str | None:
+    """The paper model group of data/published.json whose cells the table shows (None: none)."""
+    if not table.published_cells:
+        return None
+    groups = published()["tables"].get(table.name, {}).get("cells", {})
+    return next((name for name, cells in sorted(groups.items()) if cells == table.published_cells), None)
+
+
+def published_beside(table: Table, rows: Sequence[Row]) -> dict[str, dict[str, dict[str, float]]]:
+    """The published cells of the record's rows (datasets and row keys it holds)."""
+    shown: dict[str, dict[str, dict[str, float]]] = {}
+    for row in rows:
+        cells = table.published_cells.get(row.dataset, {}).get(row.key)
+        if cells:
+            shown.setdefault(row.dataset, {})[row.key] = dict(cells)
+    return shown
+
+
+def model_name(spec: Any) -> str:
+    """A short name of a parsed model spec for the record's id: the bundled name, the hf path's
+    last part or the served model, with its model options."""
+    name = spec.target if spec.kind == "bundled" else (spec.file or Path(spec.target).name)
+    return slug(name + (f"-{spec.query}" if spec.query else ""))
+
+
+def corpus_name(req: ReproduceRequest) -> str:
+    if req.world is not None:
+        return f"world:{Path(req.world).name}"
+    return req.corpus if req.corpus == "contexts" else Path(req.corpus).name
+
+
+def model_sha256(spec: Any) -> str | None:
+    """The recorded sha256 of a bundled model's joined weights (lm/bundled.py); None for the rest,
+    whose weights are not hashed here (hundreds of MB for a figure nobody asked to verify)."""
+    from dynrag.lm.bundled import resolve_bundled
+
+    return resolve_bundled(spec.target).sha256 if spec.kind == "bundled" else None
+
+
+def data_files(req: ReproduceRequest, found: dict[str, Path]) -> tuple[str | None, str | None]:
+    """The data files as written under ``--data-dir`` (else as given) and their sha256; several
+    datasets' are joined by ", " in the record's dataset order."""
+    names, sums = [], []
+    for ds, path in found.items():
+        path = Path(path)
+        try:
+            shown = str(path.relative_to(req.data_dir)) if req.data_dir is not None else str(path)
+        except ValueError:
+            shown = str(path)
+        names.append(shown)
+        sums.append(file_sha256(path))
+    return (", ".join(names) or None), (", ".join(sums) or None)
+
+
+def record_id(table: Table, req: ReproduceRequest, model: str, datasets: Sequence[str], corpus: str) -> str:
+    """``TABLE.MODEL.DATASETS-CORPUS-nLIMIT`` (plus the table options and rows when given): a rerun
+    of the same setting replaces its record; another setting gets its own."""
+    parts = [table.name, model, f"{'+'.join(datasets) or 'none'}-{corpus}-n{req.limit or 'all'}"]
+    if req.options:
+        parts.append("-".join(f"{k}={v}" for k, v in sorted(req.options.items())))
+    if req.rows:
+        parts.append("rows-" + "+".join(req.rows))
+    return ".".join(slug(p.replace("+", "_")) for p in parts)
+
+
+def table_record(report: dict[str, Any], lines: Sequence[str], context: RunContext) -> ResultRecord:
+    from dynrag.lm.loader import resolve_model
+    from dynrag.lm.spec import ModelSpec
+
+    table: Table = report["table"]
+    req: ReproduceRequest = report["request"]
+    spec = ModelSpec.parse(resolve_model(req.model))
+    found = {ds: p for ds, p in (report.get("data") or {}).items()}
+    datasets = [ds for ds in report.get("datasets", table.datasets) if ds in found]
+    rows = [Row(dataset=s.dataset, key=s.key, label=s.label, n=summary.get("n"), cells=row_cells(summary))
+            for s in table.runs if (summary := report["results"].get((s.dataset, s.key)))]
+    known = load_ledger().ids()
+    claims = [ClaimResult(claim=d.ledger if d.ledger in known else None, text=d.text, dataset=d.dataset, test=d.test,
+                          n=d.n, p=d.p, difference=d.difference, verdict=d.verdict) for d in decided_in(lines)]
+    corpus = corpus_name(req)
+    data, data_sha = data_files(req, found)
+    model = model_name(spec)
+    return ResultRecord(
+        id=record_id(table, req, model, datasets, corpus), kind="table", table=table.name,
+        title=f"{table.title} with {model}, {', '.join(datasets) or 'no data'} ({corpus})", reader=str(spec),
+        datasets=datasets, corpus=corpus, rows=rows, published_group=published_group(table),
+        published=published_beside(table, rows), claims=claims,
+        provenance=Provenance(commit=git_commit(), command=context.command, model=str(spec),
+                              model_sha256=model_sha256(spec), data=data, data_sha256=data_sha, corpus=corpus,
+                              load=load_text(context.load_start, context.load_end), machine=machine(),
+                              wall_s=round(context.wall_s, 1), date=today()),
+    )
