@@ -96,7 +96,7 @@ test-fast: $(VENV)/.installed
 
 # What one forward pass of the bundled model costs by the number of new tokens it feeds after a
 # 900-token cached prompt (the figure behind prompt-lookup's smallest draft): no data needed,
-# about a minute on two cores. The other benchmarks take data paths: see benchmarks/RESULTS.md.
+# about a minute on two cores. The other benchmarks take data paths: see benchmarks/LOG.md.
 bench: $(VENV)/.installed
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_forward_width.py
 

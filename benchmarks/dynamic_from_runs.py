@@ -2,7 +2,7 @@
 they share: accuracy, retrievals, tokens decoded vs kept (the waste ratio) and seconds per
 question relative to a reference run (default: the one whose method is `single`).
 
-Cheaper than bench_dynamic.py when the eval runs exist anyway (as for RESULTS.md's six-method
+Cheaper than bench_dynamic.py when the eval runs exist anyway (as for LOG.md's six-method
 comparison): nothing is re-generated, the figures are recomputed from each run's predictions.jsonl.
 
     .venv/bin/python benchmarks/dynamic_from_runs.py runs/compare/hotpotqa/* --first 50

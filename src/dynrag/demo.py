@@ -34,7 +34,7 @@ from dynrag.retrieval.demo_index import demo_index_dir, ensure_demo_index
 
 # The quick demo's questions: on each, the default model's closed-book guess is wrong, and dragin
 # retrieves while it writes and answers right. Picked by running the three methods on the demo's
-# questions (benchmarks/pick_demo_questions.py; benchmarks/RESULTS.md, "The default reader"): on
+# questions (benchmarks/pick_demo_questions.py; benchmarks/LOG.md, "The default reader"): on
 # questions asking for a year Qwen2.5-0.5B is confident and wrong, so dragin never fires there.
 QUICK_QUESTIONS = ("s04", "s09", "q10")
 # Tight budgets keep the demo to a minute on two cores; the answers here need one sentence.
@@ -188,7 +188,7 @@ def run_quick_demo(console: Console, model_spec: str = "bundled", limit: int | N
         f"exact match on {len(questions)} questions: closed book {exact['direct']:.0f}/{n}, single "
         f"{exact['single']:.0f}/{n}, dragin {exact['dragin']:.0f}/{n}; dragin retrieved {retrievals / n:.1f} "
         f"times a question, single once. These questions were picked to show dragin retrieving; over "
-        f"benchmark questions it has not beaten single with readers this small (benchmarks/RESULTS.md). "
+        f"benchmark questions it has not beaten single with readers this small (benchmarks/LOG.md). "
         f"total time {time.perf_counter() - started:.1f} s"
     )
     console.print(next_steps())

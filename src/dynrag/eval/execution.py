@@ -124,7 +124,7 @@ class Batched(Threads):
 
 def auto_workers(model: str, todo: int) -> int:
     """``--workers auto``: one worker process per core for a model that runs in-process on the CPU
-    (one torch thread each), else 1. Measured on two cores (benchmarks/RESULTS.md, "eval
+    (one torch thread each), else 1. Measured on two cores (benchmarks/LOG.md, "eval
     throughput on two cores"): two single-threaded worker processes answer more questions a minute
     than one process whose torch uses both cores."""
     from dynrag.lm.spec import ModelSpec

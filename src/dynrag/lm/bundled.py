@@ -21,7 +21,7 @@ from dynrag.io.files import atomic_file
 from dynrag.io.lock import DirectoryLock
 
 
-# How a model reads best (measured: benchmarks/RESULTS.md, "A bundled reader that can read"):
+# How a model reads best (measured: benchmarks/LOG.md, "A bundled reader that can read"):
 # `plain` few-shot completion text, or `chat`, the same parts inside the model's chat template.
 PromptStyle = Literal["plain", "chat"]
 

@@ -1,7 +1,7 @@
 """A model's chat template cut into the fixed text around a system and a user message.
 
 Instruct models read far better when the prompt comes inside their own chat template than as plain
-few-shot text (benchmarks/RESULTS.md, "A bundled reader that can read"). The prompt builder keeps
+few-shot text (benchmarks/LOG.md, "A bundled reader that can read"). The prompt builder keeps
 its named segments (exemplars, documents, question, answer), which attention-reading methods trace
 back to, so the template is not applied to a finished string: it is rendered once around two marker
 messages, and the text before, between and after the markers becomes a ``ChatFrame`` that the

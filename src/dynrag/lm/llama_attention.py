@@ -13,7 +13,7 @@ a block of tokens.
 
 The transformers model is the float32 copy of the same GGUF weights (lm/bundled.py converts it),
 so token ids are shared; llama.cpp's quantised arithmetic may still choose other tokens than
-transformers would (benchmarks/RESULTS.md reports how often the answers agree).
+transformers would (benchmarks/LOG.md reports how often the answers agree).
 """
 
 from __future__ import annotations

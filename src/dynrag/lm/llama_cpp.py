@@ -1,7 +1,7 @@
 """`?backend=llama.cpp`: a GGUF model decoded in this process by llama-cpp-python.
 
 On two CPU cores llama.cpp decodes the quantised weights several times faster than transformers
-decodes their float32 copy (benchmarks/RESULTS.md), which is what makes a 1.5B reader usable for
+decodes their float32 copy (benchmarks/LOG.md), which is what makes a 1.5B reader usable for
 an evaluation here. Decoding is greedy, token by token through ``Llama.eval``, so every step's full
 next-token distribution is at hand: the log-probability of the chosen token and the entropy are
 exact (not the top-k estimate an HTTP server allows). Stop strings, ``stop_after`` and

@@ -10,7 +10,7 @@ only the number of forward passes changes.
 
 Why a guess shorter than `min_tokens` is not tried: on a CPU a forward pass over two or three new
 tokens costs about twice one over a single token (the small matrix products stop being
-memory-bound), while four to six cost little more than two (benchmarks/RESULTS.md), so a short
+memory-bound), while four to six cost little more than two (benchmarks/LOG.md), so a short
 guess loses time even when it is right.
 """
 
