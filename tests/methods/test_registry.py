@@ -8,7 +8,7 @@ from dynrag.methods.registry import METHODS, method_class, method_traits, method
 
 
 def test_names_classes_and_summaries():
-    assert method_names() == ["direct", "single", "fixed_length", "fixed_sentence", "flare", "dragin", "deeprag"]
+    assert method_names() == ["direct", "single", "fixed_length", "fixed_sentence", "flare", "dragin", "deeprag", "ircot", "etc", "seakr"]
     assert method_class("fixed_length") is FixedLength and [n for n in METHODS.names() if not method_traits(n).needs_retrieval] == ["direct"]
     assert all(line.split(": ", 1)[1] for line in METHODS.help_lines())  # every entry has a summary
 
@@ -29,4 +29,5 @@ def test_each_method_declares_its_traits_on_its_class_and_the_entry_carries_them
         assert isinstance(entry.traits, MethodTraits) and entry.traits is entry.opener.traits
     assert method_traits("dragin").needs_attention and method_traits("dragin").needs_retrieval
     assert not method_traits("single").needs_attention
+    assert method_traits("seakr").needs_hidden_states and not method_traits("dragin").needs_hidden_states
     assert not method_traits("direct").needs_retrieval

@@ -123,3 +123,22 @@ def test_opens_a_saved_trace_and_a_predictions_file(browser, served, demo_questi
     records.select_by_index(1)
     wait_for(browser, lambda d: d.find_element("id", "q-text").text == other.question, 30)
     browser.save_screenshot(str(artifacts_dir() / "viewer-predictions.png"))
+
+
+def test_shades_an_etc_trace_by_its_trend_score_and_marks_the_cut(browser, served, tmp_path):
+    from dynrag.methods.prompting import PromptBuilder
+    from dynrag.methods.registry import build_method
+    from tests.methods.sentence_lm import NamedPassages, SentenceLM
+    from tests.methods.test_etc import QUESTION, RISING
+
+    lm = SentenceLM([RISING, " Lyon. So the answer is Alpha."])
+    method = build_method("etc", lm, NamedPassages({}, default=["p1"]), {}, PromptBuilder.for_dataset("default", 1))
+    saved = tmp_path / "etc.json"
+    saved.write_text(json.dumps(method.answer(QUESTION).to_dict()))
+    browser.get(served.root + "/")
+    browser.find_element("id", "file").send_keys(str(saved))
+    wait_for(browser, lambda d: d.find_element("id", "q-text").text == QUESTION, 30)
+    assert [w.text for w in shaded(browser)] == ["Lyon."]  # the one word over theta
+    assert len(browser.find_elements("css selector", ".retrieval-marker")) == 1
+    # the cut: "Lyon." and the word after it, decoded and thrown away
+    assert [w.text for w in browser.find_elements("css selector", "#answer-text .w.struck")] == ["Lyon.", "Then"]

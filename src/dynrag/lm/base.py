@@ -156,6 +156,7 @@ class Capabilities:
     attention_pass: bool = False  # attention_pass(): a fresh pass over tokens (DRAGIN's reference variant)
     next_token_logprobs: bool = False  # next_token_logprobs() and first_token_id() (rerank=lm)
     text_logprobs: bool = False  # text_logprobs(): log p of every token of a text (compress=selective)
+    hidden_states: bool = False  # sample_hidden_states(): a middle layer's state after sampled continuations (SeaKR)
 
 
 # What each capability is, in the words of an error message.
@@ -165,7 +166,20 @@ CAPABILITY_TEXT = {
     "attention_pass": "an extra attention pass over the generated tokens",
     "next_token_logprobs": "next-token probabilities of chosen words",
     "text_logprobs": "token log-probabilities of a given text",
+    "hidden_states": "the hidden states of sampled continuations",
 }
+
+
+@dataclass
+class HiddenSamples:
+    """Continuations sampled from one prompt and, for each, one layer's hidden state read at an
+    end-of-sequence token fed right after it (``states[i]`` belongs to ``texts[i]``)."""
+
+    texts: list[str]
+    states: np.ndarray  # (n, hidden size), float32 on the CPU
+    # The tokens before the EOS whose state was read: the token that ended a row (a stop string's
+    # or the limit's) was replaced by the EOS, so it is not among them.
+    token_ids: list[list[int]] = field(default_factory=list)
 
 
 def context_window(lm: Any) -> int | None:
@@ -248,6 +262,15 @@ class LanguageModel(Protocol):
         """Vocabulary strings of ``token_ids`` (space markers kept), for word merging. [attention_pass]"""
         ...
 
+    def sample_hidden_states(self, prompt: str | Prompt, n: int, layer: int | None, max_new_tokens: int, *,
+                             stop: Sequence[str] = (), representation: str = "ffn", temperature: float = 1.0,
+                             top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> HiddenSamples:
+        """``n`` continuations of ``prompt`` drawn together, each ended by an end-of-sequence token
+        whose hidden state at decoder block ``layer`` (0-based; None: the middle block) is read:
+        the block's feed-forward output (``ffn``) or the residual stream after it (``residual``).
+        [hidden_states]"""
+        ...
+
 
 class WithoutOptionalCapabilities:
     """Base for a backend that has none of the optional capabilities (an HTTP model server): the
@@ -280,3 +303,7 @@ class WithoutOptionalCapabilities:
 
     def raw_tokens(self, token_ids: Sequence[int]) -> list[str]:
         return self._lacks("attention_pass")
+
+    def sample_hidden_states(self, prompt: str | Prompt, n: int, layer: int | None, max_new_tokens: int,
+                             **sampling: Any) -> HiddenSamples:
+        return self._lacks("hidden_states")

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dynrag.errors import ConfigError
-from dynrag.lm.base import Generation, Prompt, PrefillCounts
+from dynrag.lm.base import Generation, HiddenSamples, Prompt, PrefillCounts
 from dynrag.lm.batch_engine import BatchEngine, EngineStats
 from dynrag.lm.stopping import StopWhen
 
@@ -68,6 +68,11 @@ class BatchingLM:
 
     def attention_pass(self, token_ids: list[int], per_head: bool = False, bos: bool = True) -> np.ndarray:
         return self.engine.call(lambda: self.inner.attention_pass(token_ids, per_head=per_head, bos=bos))
+
+    def sample_hidden_states(self, prompt: str | Prompt, n: int, layer: int | None, max_new_tokens: int,
+                             **sampling: Any) -> HiddenSamples:
+        # Its rows decode together already; it runs alone between the engine's batched steps.
+        return self.engine.call(lambda: self.inner.sample_hidden_states(prompt, n, layer, max_new_tokens, **sampling))
 
     # The tokenizer alone: on the caller's thread.
     def count_tokens(self, text: str) -> int:

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from dynrag.lm.base import Capabilities, Generation, KVReuseMode, PrefillCounts, Prompt
+from dynrag.lm.base import Capabilities, Generation, HiddenSamples, KVReuseMode, PrefillCounts, Prompt
 from dynrag.lm.capture import install_recorder
 from dynrag.lm.chat import PromptStyle, choose_style, frame_from, tokenizer_renderer
 from dynrag.lm.kv_reuse import KVReuse, croppable, drop_last
@@ -24,7 +24,8 @@ class HFLanguageModel:
     """Wraps a transformers model and tokenizer; greedy decoding with a KV cache."""
 
     capabilities = Capabilities(
-        attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True, text_logprobs=True
+        attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True, text_logprobs=True,
+        hidden_states=True,
     )
 
     def __init__(
@@ -213,6 +214,23 @@ class HFLanguageModel:
         fed.extend(feed)
         self._kv.counts.draft_proposed += len(draft)
         return out[0], list(zip(draft, out[1:]))
+
+    @torch.inference_mode()
+    def sample_hidden_states(self, prompt: str | Prompt, n: int, layer: int | None, max_new_tokens: int, *,
+                             stop: Sequence[str] = (), representation: str = "ffn", temperature: float = 1.0,
+                             top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> HiddenSamples:
+        """``n`` sampled continuations and a block's hidden state after each (lm/hidden.py); the
+        prompt's prefix cache is reused as ``generate`` reuses it."""
+        from dynrag.lm.hidden import resolve_block, sample_states
+
+        block = resolve_block(self.model, layer)
+        prompt = Prompt.of(prompt)
+        prompt_ids, offsets = self.encode_prompt(prompt)
+        self._recorder.reset(active=False)
+        cache, logits = self.prefill(prompt, prompt_ids, offsets)
+        return sample_states(self.model, self.tokenizer, cache, logits, self.eos_token_ids, n=n, layer=block,
+                             max_new_tokens=max_new_tokens, stop=stop, representation=representation,
+                             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
 
     @torch.inference_mode()
     def rows_of(self, cache: DynamicCache, token_ids: list[int]) -> list[np.ndarray]:

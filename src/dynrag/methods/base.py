@@ -20,6 +20,16 @@ class MethodTraits:
     # It reads the last layer's attention while decoding, so it runs only on a local model whose
     # backend captures attention (not behind an HTTP server).
     needs_attention: bool = False
+    # It reads a middle layer's hidden states after sampled continuations (seakr): only the
+    # transformers backend gives them (lm.base.Capabilities.hidden_states).
+    needs_hidden_states: bool = False
+    # What `dynrag tune` searches when no --space is given (NAME=SPEC strings, tune/space.py).
+    tune_space: tuple[str, ...] = ()
+
+    def runs_on(self, capabilities: Any) -> bool:
+        """Whether a backend with these ``lm.base.Capabilities`` gives what the method reads."""
+        return ((not self.needs_attention or bool(getattr(capabilities, "attention", False)))
+                and (not self.needs_hidden_states or bool(getattr(capabilities, "hidden_states", False))))
 
 
 class MethodOptions(Options):

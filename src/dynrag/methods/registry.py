@@ -17,15 +17,18 @@ from dynrag.methods.base import Method, MethodOptions, MethodTraits
 from dynrag.methods.deeprag import DeepRag
 from dynrag.methods.direct import Direct
 from dynrag.methods.dragin import Dragin
+from dynrag.methods.etc import Etc
 from dynrag.methods.fixed import FixedLength, FixedSentence
 from dynrag.methods.flare import Flare
+from dynrag.methods.ircot import Ircot
 from dynrag.methods.prompting import PromptBuilder
+from dynrag.methods.seakr import Seakr
 from dynrag.methods.single import Single
 from dynrag.registry import Registry, parse_pairs
 from dynrag.retrieval.base import Retriever
 
 METHODS: Registry[Method] = Registry("method")
-for _cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin, DeepRag):
+for _cls in (Direct, Single, FixedLength, FixedSentence, Flare, Dragin, DeepRag, Ircot, Etc, Seakr):
     _doc = _cls.__doc__ or sys.modules[_cls.__module__].__doc__ or ""
     METHODS.add(_cls.name, _cls, _cls.Options, " ".join(_doc.strip().split("\n\n")[0].split()),  # first paragraph
                 traits=_cls.traits)

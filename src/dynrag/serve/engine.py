@@ -51,12 +51,13 @@ class Engine:
         for name in self.method_names():
             cls = method_class(name)
             schema = cls.Options.model_json_schema()
-            needs_attention = method_traits(name).needs_attention
+            traits = method_traits(name)
             out.append({
                 "id": name,
                 "summary": _summary(cls),
-                "needs_attention": needs_attention,
-                "available": not needs_attention or bool(self.lm.capabilities.attention),
+                "needs_attention": traits.needs_attention,
+                "needs_hidden_states": traits.needs_hidden_states,
+                "available": traits.runs_on(self.lm.capabilities),
                 "options": {
                     key: {k: v for k, v in prop.items() if k in ("type", "default", "description", "enum", "anyOf",
                                                                 "minimum", "maximum", "exclusiveMinimum")}
@@ -92,7 +93,7 @@ class Engine:
         if requested is not None and requested > ceiling:
             raise APIError(400, f"max_tokens {requested} is above this server's ceiling of {ceiling}",
                            code="max_tokens_too_large", param="max_tokens")
-        if method_traits(method).needs_attention and not self.lm.capabilities.attention:
+        if not method_traits(method).runs_on(self.lm.capabilities):
             build_method(method, self.lm, self.retriever, parsed, self.builder)  # raises the refusal
         return method, parsed, question
 

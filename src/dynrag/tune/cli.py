@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from dynrag.datasets.formats import DATASETS
-from dynrag.methods.registry import METHODS
+from dynrag.methods.registry import METHODS, method_traits
 
 UserErrors = Callable[[], ContextManager[None]]
 RUN_KEYS_NOT_SAVED = {"out", "workers", "batch", "dask", "concurrency"}  # not what a trial answers
@@ -53,6 +53,7 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
         with user_errors():
             from dynrag.config import load_run_config
             from dynrag.errors import ConfigError
+            from dynrag.run.plan import DEFAULT_METHOD
             from dynrag.tune.run import TuneSettings, run_tune
 
             err = Console(stderr=True, emoji=False)
@@ -61,12 +62,16 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
             if report and not space and config is None and all(v is None for v in given.values()):
                 result = _report_only(out, storage, err)
             else:
+                if trials is None and space:
+                    raise ConfigError("--trials is required: how many trials the study runs")
+                run = load_run_config(config, {**given, "workers": workers, "batch": batch}, list(option),
+                                      list(retriever_option))
+                # A method may declare what to search when no --space is given (seakr: its threshold).
+                space = list(space) or list(method_traits(run.method or DEFAULT_METHOD).tune_space)
                 if not space:
                     raise ConfigError("--space is required: NAME=LO:HI, NAME=LO:HI:log, NAME=LO:HI:STEP or NAME=A,B,C")
                 if trials is None:
                     raise ConfigError("--trials is required: how many trials the study runs")
-                run = load_run_config(config, {**given, "workers": workers, "batch": batch}, list(option),
-                                      list(retriever_option))
                 saved = run.model_dump(mode="json", exclude_defaults=True, exclude=RUN_KEYS_NOT_SAVED)
                 settings = TuneSettings(run=saved, space=list(space), trials=trials, metric=metric, also=also,
                                         sampler=_choice("--sampler", sampler, ("tpe", "grid", "random")), seed=seed,

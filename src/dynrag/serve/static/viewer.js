@@ -189,13 +189,26 @@ function stepUnits(step, trace) {
     }));
     return { units, cut: tentative ? units.length : null };
   }
-  if (Array.isArray(d.words) && Array.isArray(d.scores)) {         // any method: a per-word score list
+  if (Array.isArray(d.words) && Array.isArray(d.scores)) {         // any method: a per-word score list (etc)
     const top = Number(d.threshold) || Math.max(...d.scores, 1e-9);
-    return { units: d.words.map((w, i) => ({ text: (i ? " " : "") + w, level: d.scores[i] / top, tip: "score " + fmt(d.scores[i]) })), cut: null };
+    // A trigger index, when given, cuts the step there as dragin's does.
+    const trigger = typeof d.trigger === "number" ? d.trigger : null;
+    return { units: d.words.map((w, i) => ({ text: (i ? " " : "") + w, level: d.scores[i] / top, tip: "score " + fmt(d.scores[i]) +
+      (Array.isArray(d.entropy) ? " (entropy " + fmt(d.entropy[i]) + ")" : ""), struck: trigger !== null && i >= trigger })), cut: trigger };
   }
   const text = step.kept_text !== undefined ? step.kept_text : step.text;
   const thrown = step.text && step.kept_text !== undefined && step.text.length > step.kept_text.length
     ? step.text.slice(step.kept_text.length) : "";
+  if (typeof d.uncertainty === "number" && typeof d.threshold === "number") { // seakr: a step's eigen-score
+    // One score per step (its sampled continuations' hidden states): every word of the step gets
+    // it, half-red at the threshold; the scale is in log-determinant units, so 0.5 above is strong.
+    const level = 2 / (1 + Math.exp(-4 * (d.uncertainty - d.threshold)));
+    const tip = "uncertainty " + fmt(d.uncertainty) + (d.uncertainty > d.threshold ? " > " : " ≤ ") + "threshold " +
+      fmt(d.threshold) + (d.decision ? " → " + d.decision : "") + (d.candidate ? " (passage " + d.candidate + ")" : "");
+    const shown = step.kind === "tentative" || step.kind === "candidate" || step.kind === "read" ? step.text : text;
+    const struck = step.kind === "tentative" || step.kind === "candidate";
+    return { units: (shown || "").split(/(?=\s)/).map((w) => ({ text: w, level, tip, struck })), cut: struck ? 0 : null };
+  }
   if (typeof d.margin === "number") {                              // deeprag: retrieve/answer margin
     // margin > 0 retrieves; shade by a logistic of the margin, half-red at the threshold (0).
     const level = 1 / (1 + Math.exp(-2 * d.margin)) * 2;
