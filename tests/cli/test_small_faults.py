@@ -165,3 +165,26 @@ def test_data_pointing_to_a_directory_says_so(tmp_path):
     r = dynrag("eval-retrieval", "--dataset", "hotpotqa", "--data", tmp_path, "--out", tmp_path / "r")
     assert_one_line_error(r, str(tmp_path), "is a directory")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_corpus_touched_but_not_changed_is_not_called_changed(tmp_path):
+    """A copy or a remount changes a file's time alone: its recorded sha256 shows nothing changed,
+    while a same-size edit is still caught; a manifest without hashes keeps the time rule."""
+    import os
+
+    from dynrag.corpus import changed_sources, source_stamps
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "a", "text": "alpha"}\n')
+    stamps = source_stamps(corpus)
+    assert len(stamps["files"][0]["sha256"]) == 64
+    later = stamps["files"][0]["mtime_ns"] + 5_000_000_000
+    os.utime(corpus, ns=(later, later))
+    assert changed_sources(stamps) == []
+    corpus.write_text('{"id": "a", "text": "omega"}\n')  # same size, other content
+    os.utime(corpus, ns=(later, later))
+    assert changed_sources(stamps) == ["c.jsonl modified"]
+    unhashed = {**stamps, "files": [{k: v for k, v in stamps["files"][0].items() if k != "sha256"}]}
+    corpus.write_text('{"id": "a", "text": "alpha"}\n')
+    os.utime(corpus, ns=(later, later))
+    assert changed_sources(unhashed) == ["c.jsonl modified"]

@@ -11,7 +11,8 @@ import pytest
 
 from dynrag.errors import DataError
 from dynrag.reproduce.ledger import load_ledger
-from dynrag.reproduce.provenance import file_sha256, git_commit, is_ancestor, load_text
+from dynrag.io.files import file_sha256
+from dynrag.reproduce.provenance import git_commit, is_ancestor, load_text
 from dynrag.reproduce.records import ResultRecord, load_record, load_records, write_record
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "dynrag" / "reproduce"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DataError, DynragError, json_error, unencodable
+from dynrag.io.files import file_sha256
 
 FOLDER_SUFFIXES = (".txt", ".md")
 
@@ -78,9 +79,10 @@ def _why_empty_folder(root: Path) -> str:
     return f"a folder with no .txt or .md files{shown}{hint}"
 
 
-def source_stamps(source: str | Path) -> dict:
-    """Size and modification time of each file a corpus is read from, for the index manifest:
-    an index can then tell that its corpus changed since it was built (``changed_sources``)."""
+def source_stamps(source: str | Path, content: bool = True) -> dict:
+    """Size, modification time and (with ``content``) sha256 of each file a corpus is read from,
+    for the index manifest: an index can then tell that its corpus changed since it was built
+    (``changed_sources``). The hash lets a copy or a remount, which changes the time alone, pass."""
     path = Path(source).absolute()
     if path.is_dir():
         files = [(rel, path / rel) for rel in _folder_files(path)]
@@ -91,7 +93,10 @@ def source_stamps(source: str | Path) -> dict:
     stamps = []
     for name, file in files:
         st = file.stat()
-        stamps.append({"path": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+        stamp = {"path": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        if content:
+            stamp["sha256"] = file_sha256(file)
+        stamps.append(stamp)
     return {"path": str(path), "kind": kind, "files": stamps}
 
 
@@ -104,7 +109,7 @@ def changed_sources(recorded: dict) -> list[str]:
     if not root.exists():
         return [f"{root} no longer exists"]
     try:
-        now = {f["path"]: f for f in source_stamps(root)["files"]}
+        now = {f["path"]: f for f in source_stamps(root, content=False)["files"]}
     except OSError as exc:
         return [f"{root}: cannot be read ({exc.strerror or exc})"]
     then = {f.get("path"): f for f in recorded["files"] if isinstance(f, dict)}
@@ -115,10 +120,21 @@ def changed_sources(recorded: dict) -> list[str]:
             changes.append(f"{name} removed")
         elif new["size"] != old.get("size"):
             changes.append(f"{name}: {old.get('size', 0):,} -> {new['size']:,} bytes")
-        elif new["mtime_ns"] != old.get("mtime_ns"):
+        elif new["mtime_ns"] != old.get("mtime_ns") and not same_content(root, name, old):
             changes.append(f"{name} modified")
     changes += [f"{name} added" for name in now if name not in then]
     return changes
+def same_content(root: Path, name: str, recorded: dict) -> bool:
+    """Whether a file whose time changed still holds what was recorded (False when no hash was)."""
+    if not isinstance(recorded.get("sha256"), str):
+        return False
+    file = root / name if root.is_dir() else root
+    try:
+        return file_sha256(file) == recorded["sha256"]
+    except DataError:
+        return False
+
+
 def count_records(source: str | Path) -> int | None:
     """The number of passages a JSONL or TSV corpus holds, by counting lines (no parsing: a few
     seconds a GB), for a progress bar's ETA; None for a folder or another kind."""

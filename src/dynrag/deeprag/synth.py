@@ -55,7 +55,8 @@ from dynrag.methods.deeprag.narrative import Narrative, NarrativeStep, load_exem
 from dynrag.methods.deeprag.writer import NarrativeWriter
 from dynrag.registry import parse_pairs
 from dynrag.retrieval.base import Retriever
-from dynrag.run.checks import check_aliases, check_data_file, corpus_identity, file_sha256
+from dynrag.io.files import file_sha256
+from dynrag.run.checks import check_aliases, check_data_file, corpus_identity
 
 SYNTH_FORMAT = "dynrag-synth/1"
 SELECTION = ("skip", "limit")

@@ -3,6 +3,7 @@ leaves the old file or the new one, never a mix), and reading a JSON file back."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -78,3 +79,16 @@ def read_json(path: str | Path, what: str) -> Any:
         raise DataError(str(path), f"unreadable {what}: {json_problem(exc)}") from exc
     except OSError as exc:
         raise DataError(str(path), f"unreadable {what} ({exc})") from exc
+
+
+def file_sha256(path: str | Path, shown: str | Path | None = None) -> str:
+    """sha256 of a file, read in blocks; a read error names ``shown`` (the path as the user gave it)
+    or ``path``."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise DataError(str(shown or path), f"cannot read ({exc.strerror or exc})") from exc
+    return digest.hexdigest()

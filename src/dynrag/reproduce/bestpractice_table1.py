@@ -15,7 +15,6 @@ what decided it (file digests, settings); a rerun reads back every part whose ke
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -32,7 +31,7 @@ from dynrag.classify.training import (
     score_decisions,
 )
 from dynrag.errors import ConfigError, DataError
-from dynrag.io.files import atomic_write_json
+from dynrag.io.files import atomic_write_json, file_sha256
 from dynrag.reproduce.retrieval_runs import LOADERS
 from dynrag.reproduce.runs import ReproduceRequest, find_data
 from dynrag.reproduce.tables import Table, paper_cells, published
@@ -44,10 +43,6 @@ THRESHOLD = 0.5  # the default classify_threshold: retrieve when p(needs retriev
 METRICS = [("accuracy", "Acc"), ("precision", "Prec"), ("recall", "Rec"), ("f1", "F1")]  # the paper's names
 PAPER_SETTING = ("BERT-base-multilingual-cased fine-tuned on the authors' 111K-sample set of 15 task types, "
                  "each request labelled by whether it needs retrieval")
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 class Parts:
@@ -158,23 +153,23 @@ def table1(found: dict[str, Path], missing: dict[str, str], world_test: Path | N
     started_wall, started_cpu = time.perf_counter(), time.process_time()
     parts = Parts(Path(out) / NAME)
     models = Models(progress)
-    weights = sha256(default_weights_path())
+    weights = file_sha256(default_weights_path())
     examples = default_examples_path()
     n = f"n{limit or 'all'}"
-    heldout = parts.get("heldout", {"format": FORMAT, "examples_sha256": sha256(examples), "seed": SEED,
+    heldout = parts.get("heldout", {"format": FORMAT, "examples_sha256": file_sha256(examples), "seed": SEED,
                                     "test_fraction": TEST_FRACTION, "l2_grid": list(L2_GRID), "folds": FOLDS,
                                     "embedding_model": models.classifier.embedding_model, "threshold": THRESHOLD},
                         lambda: heldout_part(models, examples))
     questions = {}
     for ds, path in found.items():
         console.print(f"{ds}: {path}")
-        key = {"format": FORMAT, "data_sha256": sha256(path), "weights_sha256": weights, "limit": limit,
+        key = {"format": FORMAT, "data_sha256": file_sha256(path), "weights_sha256": weights, "limit": limit,
                "threshold": THRESHOLD}
         questions[ds] = parts.get(f"questions-{ds}-{n}", key,
                                   lambda ds=ds, path=path: questions_part(models, ds, path, limit, console))
     world = None
     if world_test is not None:
-        digest = sha256(world_test)
+        digest = file_sha256(world_test)
         key = {"format": FORMAT, "data_sha256": digest, "weights_sha256": weights, "limit": limit, "threshold": THRESHOLD}
         world = parts.get(f"world-{digest[:12]}-{n}", key, lambda: world_part(models, world_test, limit, console))
     return {"heldout": heldout, "questions": questions, "missing": missing, "world": world, "world_dir": world_test,

@@ -3,7 +3,6 @@ Each helper answers None where it cannot tell (no git, no repository), never fai
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import subprocess
@@ -56,14 +55,6 @@ def machine() -> str:
     except (ValueError, OSError, AttributeError):
         memory = ""
     return f"{os.cpu_count()}-core {platform.machine()}{memory}"
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def today() -> str:

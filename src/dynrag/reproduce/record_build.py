@@ -11,7 +11,8 @@ from typing import Any
 
 from dynrag.reproduce.claims import decided_in
 from dynrag.reproduce.ledger import load_ledger
-from dynrag.reproduce.provenance import file_sha256, git_commit, load_text, machine, today
+from dynrag.io.files import file_sha256
+from dynrag.reproduce.provenance import git_commit, load_text, machine, today
 from dynrag.reproduce.records import ClaimResult, Provenance, ResultRecord, Row
 from dynrag.reproduce.runs import ReproduceRequest, slug
 from dynrag.reproduce.tables import Table, published

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, Literal
 
 from dynrag.errors import ConfigError, DynragError, json_error
 from dynrag.io.directories import atomic_directory
-from dynrag.io.files import atomic_write_json
+from dynrag.io.files import atomic_write_json, file_sha256
 from dynrag.lm.bundled import cache_root, package_dir
 
 PREFIX = "packaged:"
@@ -161,14 +161,6 @@ def _mismatch(model: PackagedEmbedding, digest: str) -> DynragError:
     )
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as src:
-        while chunk := src.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _verify_once(model: PackagedEmbedding, weights: Path) -> None:
     # Hashing on every load would cost a few tenths of a second (seconds for larger models); a stamp
     # in the cache remembers which file, as it was then, has been checked.
@@ -182,7 +174,7 @@ def _verify_once(model: PackagedEmbedding, weights: Path) -> None:
             return
     except (OSError, ValueError):
         pass
-    digest = _sha256_file(weights)
+    digest = file_sha256(weights)
     if digest != model.sha256:
         raise _mismatch(model, digest)
     try:

@@ -3,12 +3,12 @@ its aliases, what a ``--corpus`` names and its checksum. Each reads files only; 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dynrag.errors import ConfigError, DataError
+from dynrag.io.files import file_sha256
 
 
 @dataclass(frozen=True)
@@ -26,18 +26,6 @@ class DatasetPlan:
     skip_bad: bool = False
     yes_no: bool = False
     exemplar_style: str = "default"
-
-
-def file_sha256(path: Path, shown: Path | None = None) -> str:
-    """sha256 of a file; a read error names ``shown`` (the path as the user gave it) or ``path``."""
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as exc:
-        raise DataError(str(shown or path), f"cannot read ({exc.strerror or exc})") from exc
-    return digest.hexdigest()
 
 
 def check_data_file(given: Path, dataset: str) -> Path:
