@@ -13,6 +13,7 @@ from dynrag.reproduce import (  # noqa: F401  (each registers its tables)
     deeprag_figure8,
     dragin,
     dragin_ablations,
+    dynamic_family,
     world,
 )
 from dynrag.reproduce.retrieval_tables import RETRIEVAL_TABLES

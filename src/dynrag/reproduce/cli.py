@@ -14,7 +14,7 @@ from rich.console import Console
 
 # Static, so `--help` imports no table module; a test checks it against the registries.
 TABLE_HELP = ("dragin-table2 | dragin-table3 | dragin-table4 | dragin-table5 | dragin-table6 | dragin-table7 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | "
-              "deeprag-figure3 | deeprag-figure5 | deeprag-figure6 | deeprag-figure7 | deeprag-figure8 | world | world-figure8 | bestpractice-table1 | bestpractice-table2 | "
+              "deeprag-figure3 | deeprag-figure5 | deeprag-figure6 | deeprag-figure7 | deeprag-figure8 | world | world-figure8 | dynamic-family | bestpractice-table1 | bestpractice-table2 | "
               "bestpractice-table3 | bestpractice-table4 | bestpractice-table6 | bestpractice-table7 | "
               "bestpractice-table8 | bestpractice-table9 | bestpractice-table10 | bestpractice-table11 | "
               "bestpractice-figure3")
@@ -31,7 +31,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         corpus: str = typer.Option("contexts", "--corpus", help="'contexts' (each dataset's pooled paragraphs) or an index directory."),
         data: list[str] = typer.Option([], "--data", help="DATASET=FILE (repeatable), e.g. hotpotqa=dev.json."),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="A folder holding each dataset's file at its usual place, e.g. hotpotqa/hotpot_dev_distractor_sample.json (docs/methods.md lists them)."),
-        world: Optional[Path] = typer.Option(None, "--world", metavar="DIR", help="`reproduce world`, `world-figure8`, `deeprag-figure3|5|6`: a world directory (dynrag world make --out DIR); its test split, retrieving from its corpus."),
+        world: Optional[Path] = typer.Option(None, "--world", metavar="DIR", help="`reproduce world`, `world-figure8`, `dynamic-family`, `deeprag-figure3|5|6`: a world directory (dynrag world make --out DIR); its test split, retrieving from its corpus."),
         dataset: list[str] = typer.Option([], "--dataset", help="Only this dataset of the table (repeatable)."),
         row: list[str] = typer.Option([], "--row", help="Only this row, e.g. dragin or fixed_length (repeatable)."),
         option: list[str] = typer.Option([], "--option", help="Table option KEY=VALUE, e.g. paper_model=Llama2-7b-chat."),

@@ -7,9 +7,6 @@ by paired tests on the rows' per-question records.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
-
 from pydantic import Field
 
 from dynrag.errors import ConfigError
@@ -17,7 +14,7 @@ from dynrag.registry import Options
 from dynrag.reproduce.claims import Claim, tested_claims
 from dynrag.reproduce.deeprag import DEEPRAG_SETTING, deeprag_options
 from dynrag.reproduce.tables import TABLES, Column, RunSpec, Table, paper_cells, published
-from dynrag.reproduce.world import COLUMNS as WORLD_COLUMNS, DATASET as WORLD, prepare as world_prepare
+from dynrag.reproduce.world import COLUMNS as WORLD_COLUMNS, DATASET as WORLD, world_or
 
 BENCHMARKS = ["hotpotqa", "2wikimultihopqa"]
 COLUMNS = [Column("EM", "em", None), Column("F1", "f1", None),
@@ -42,16 +39,7 @@ class CalibrationAblationOptions(Options):
     response: str | None = Field(None, description="stage-II checkpoint trained with `--pairs response`")
 
 
-def prepare(req: Any) -> Any:
-    """With --world: the world's test split and corpus, and only it. Without: the benchmarks."""
-    wanted = req.datasets
-    if req.world is not None:
-        if wanted is not None and wanted != [WORLD]:
-            raise ConfigError(f"--dataset {wanted[0]!r}: with --world, {req.table} runs on the world's test split only")
-        return replace(world_prepare(req), datasets=[WORLD])
-    if wanted is not None and WORLD in wanted:
-        raise ConfigError(f"--dataset {WORLD}: give --world DIR, a directory written by `dynrag world make --out DIR`")
-    return replace(req, datasets=wanted or list(BENCHMARKS))
+prepare = world_or(BENCHMARKS)  # with --world: the world's test split only; without: the benchmarks
 
 
 def columns(dataset: str) -> list[Column]:

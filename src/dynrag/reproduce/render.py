@@ -46,15 +46,17 @@ def render_lines(report: dict[str, Any]) -> list[str]:
 
     # A table without any published column (a figure given as bars, a generated world) has no Δ.
     compared = any(c.paper for ds in table.datasets for c in table.columns(ds))
+    shown = report.get("datasets", table.datasets)
+    scorers = ", ".join(dict.fromkeys(s.scorer or table.scorer for s in table.runs if s.dataset in shown)) or table.scorer
     lines = [
         f"# {table.title}" + (": ours beside the published numbers" if compared else ""),
         "",
         f"Ours: model `{resolve_model(req.model)}`, retriever {req.retriever or 'default (bm25; hybrid for presets)'}, "
-        f"corpus {req.corpus}, {f'first {req.limit}' if req.limit else 'all'} questions, scorer {table.scorer}. "
+        f"corpus {req.corpus}, {f'first {req.limit}' if req.limit else 'all'} questions, scorer {scorers}. "
         f"Paper: {table.paper_setting}." + (" Δ = ours − paper." if compared else ""),
         *(["", *report["tuned"]] if report.get("tuned") else []),
     ]
-    for ds in report.get("datasets", table.datasets):
+    for ds in shown:
         specs = [s for s in table.runs if s.dataset == ds]
         cols = table.columns(ds)
         lines += ["", f"## {ds}", ""]

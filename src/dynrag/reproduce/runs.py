@@ -139,7 +139,7 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         req = table.prepare(req)
     elif req.world is not None:
         raise ConfigError(f"--world: table {req.table!r} does not read a world (world, world-figure8, "
-                          "deeprag-figure3, deeprag-figure5 and deeprag-figure6 do)")
+                          "deeprag-figure3, deeprag-figure5, deeprag-figure6 and dynamic-family do)")
     tunes = apply_tunes(table, req.tuned)
     found, missing = find_data(table, req)
     for ds, why in missing.items():
@@ -160,7 +160,7 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
             flags = dict(
                 dataset=spec.reader or spec.dataset, data=found[spec.dataset], method=spec.method, out=out,
                 corpus=req.corpus, limit=req.limit, model=spec.model or req.model, options=dict(spec.options),
-                retriever=spec.retriever or req.retriever, scorer=table.scorer,
+                retriever=spec.retriever or req.retriever, scorer=spec.scorer or table.scorer,
                 workers=req.workers if method_factory is None else 1,
                 batch=req.batch if req.batch > 1 and method_factory is None else None,
                 baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,

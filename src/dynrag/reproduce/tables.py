@@ -16,9 +16,19 @@ from dynrag.registry import Registry
 
 @lru_cache(maxsize=1)
 def published() -> dict[str, Any]:
-    """The typed published numbers and released settings (``data/published.json``)."""
+    """The typed published numbers and released settings (``data/published.json``). A table whose
+    entry names ``cells_from`` (other tables) shows their cells, merged per group, dataset and row,
+    so a number is typed once however many tables print it."""
     path = data_path("published.json")
-    return read_json(path, "published numbers")
+    data = read_json(path, "published numbers")
+    for entry in data["tables"].values():
+        for other in entry.get("cells_from", []):
+            for group, datasets in data["tables"][other]["cells"].items():
+                for dataset, rows in datasets.items():
+                    for row, cells in rows.items():
+                        entry.setdefault("cells", {}).setdefault(group, {}).setdefault(dataset, {}) \
+                            .setdefault(row, {}).update(cells)
+    return data
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,7 @@ class RunSpec:
     model: str | None = None  # None: the command's --model (DeepRAG's rows name their checkpoints)
     baseline: str | None = None  # the key of the row whose run is this run's --baseline (same dataset)
     reader: str | None = None  # the loader of the dataset's file when it is not `dataset` (e.g. jsonl)
+    scorer: str | None = None  # None: the table's (a table over a world and the benchmarks scores each its way)
     # A row of the paper's that needs a model of its own (a trained classifier, a reasoning model):
     # printed with its published cells, never run.
     published_only: bool = False

@@ -10,6 +10,7 @@ corpus's sha256, so a rebuilt world gets a new index); ``--corpus INDEX_DIR`` re
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,24 @@ def prepare(req: Any) -> Any:
         raise DataError(str(test), "the world has no test split (make it again with `dynrag world make --out DIR`)")
     corpus = str(world_index(world, Path(req.out), build=req.run)) if req.corpus == "contexts" else req.corpus
     return replace(req, data={DATASET: test}, corpus=corpus)
+
+
+def world_or(benchmarks: list[str]) -> Callable[[Any], Any]:
+    """The ``prepare`` of a table that runs on a world or on benchmarks: with --world, the world's
+    test split and corpus, and only it (one corpus serves every run of a reproduction); without,
+    the benchmarks."""
+
+    def prepare_either(req: Any) -> Any:
+        wanted = req.datasets
+        if req.world is not None:
+            if wanted is not None and wanted != [DATASET]:
+                raise ConfigError(f"--dataset {wanted[0]!r}: with --world, {req.table} runs on the world's test split only")
+            return replace(prepare(req), datasets=[DATASET])
+        if wanted is not None and DATASET in wanted:
+            raise ConfigError(f"--dataset {DATASET}: give --world DIR, a directory written by `dynrag world make --out DIR`")
+        return replace(req, datasets=wanted or list(benchmarks))
+
+    return prepare_either
 
 
 # ---- what is printed under the table ------------------------------------------------------------

@@ -42,11 +42,14 @@ def _p(p: float) -> str:
     return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
-def line(text: str, figures: str, tested: Tested, ledger: str | None = None) -> ClaimLine:
-    """The printed line, carrying its decision for the run's result record (``ledger``: the
-    claim's id in data/claims.json, where the ledger has it)."""
-    return ClaimLine(f"- {text}: {figures}; {tested.test}, n {tested.n}, p {_p(tested.p)}: **{tested.verdict}**.",
-                     Decided(text, DATASET, tested.test, tested.n, tested.p, tested.effect, tested.verdict, ledger))
+def line(text: str, figures: str, tested: Tested, ledger: str | None = None, dataset: str = DATASET,
+         prefix: str = "") -> ClaimLine:
+    """The printed line (``prefix`` before the text, e.g. the dataset of a table with several),
+    carrying its decision for the run's result record (``ledger``: the claim's id in
+    data/claims.json, where the ledger has it)."""
+    return ClaimLine(f"- {prefix}{text}: {figures}; {tested.test}, n {tested.n}, p {_p(tested.p)}: "
+                     f"**{tested.verdict}**.",
+                     Decided(text, dataset, tested.test, tested.n, tested.p, tested.effect, tested.verdict, ledger))
 
 
 def hop_count(r: Mapping[str, Any]) -> int:
