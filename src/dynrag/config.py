@@ -84,10 +84,10 @@ class RunConfig(Options):
     @field_validator("query_transform")
     @classmethod
     def _query_transform(cls, value: str) -> str:
-        from dynrag.retrieval.query_prompts import QUERY_TRANSFORMS
+        from dynrag.retrieval.transform_registry import QUERY_TRANSFORMS
 
         if value not in QUERY_TRANSFORMS:
-            raise ValueError(f"unknown query transform; choose one of: {', '.join(QUERY_TRANSFORMS)}")
+            raise ValueError(f"unknown query transform; choose one of: {QUERY_TRANSFORMS.choices(', ')}")
         return value
 
     @field_validator("cutoffs", mode="before")

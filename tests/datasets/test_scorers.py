@@ -2,6 +2,7 @@
 
 import pytest
 
+from dynrag.datasets.formats import dataset_spec
 from dynrag.errors import ConfigError
 from dynrag.datasets.metrics import (
     SCORERS,
@@ -30,8 +31,8 @@ def test_dragin_takes_the_first_answer_phrase():
 
 
 def test_squad_scorer_uses_the_last_phrase_and_first_yes_no_word():
-    squad = open_scorer("squad", "strategyqa", True)
-    dragin = open_scorer("dragin", "strategyqa", True)
+    squad = open_scorer("squad", dataset_spec("strategyqa"))
+    dragin = open_scorer("dragin", dataset_spec("strategyqa"))
     text = "So the answer is probably yes."
     assert squad("probably yes", text, ["yes"]).em == 1.0  # first yes-like word
     assert dragin("probably yes", text, ["yes"]).em == 0.0  # does not start with "yes": "no"
@@ -45,14 +46,14 @@ def test_precision_and_recall_maximised_separately_over_golds():
     assert (s.f1, s.precision, s.recall) == pytest.approx((0.8, 1.0, 1.0))
     b = best_token_scores("Marie Curie", golds)  # the default keeps the best-F1 gold's pair
     assert (b.f1, b.precision, b.recall) == pytest.approx((0.8, 1.0, 2 / 3))
-    scored = open_scorer("dragin", "hotpotqa", False)("", "So the answer is Marie Curie.", golds)
+    scored = open_scorer("dragin", dataset_spec("hotpotqa"))("", "So the answer is Marie Curie.", golds)
     assert scored.scored == "Marie Curie" and scored.recall == 1.0 and scored.em == 0.0
 
 
 def test_scorer_registry_names_the_choices():
     assert SCORERS.names() == ["squad", "dragin"]
     with pytest.raises(ConfigError, match="squad, dragin"):
-        open_scorer("exact", "hotpotqa", False)
+        open_scorer("exact", dataset_spec("hotpotqa"))
 
 
 def test_a_run_records_its_scorer_and_scores_with_it(tmp_path):

@@ -1,5 +1,5 @@
 """Query transforms: parsing the model's text, fusing rankings, the prompts' layout, and the texts
-cache resuming (retrieval/query_transforms.py, query_prompts.py, hyde_cache.py)."""
+cache resuming (retrieval/query_transforms.py, transform_registry.py, query_prompts.py, hyde_cache.py)."""
 
 import json
 from contextlib import contextmanager
@@ -10,9 +10,8 @@ from dynrag.errors import ConfigError, DataError
 from dynrag.lm.chat import ChatFrame
 from dynrag.retrieval.hyde import HYDE, HYDE_PROMPT
 from dynrag.retrieval.hyde_cache import FORMAT, PROMPT_SHA256, HydePassages, QueryTexts, sampling_of
-from dynrag.retrieval.query_transforms import (
-    DECOMPOSE, REWRITE, QueryTransformer, check_transform, fuse_rankings, parse_rewrite, parse_subquestions,
-)
+from dynrag.retrieval.query_transforms import QueryTransformer, check_transform, fuse_rankings
+from dynrag.retrieval.transform_registry import DECOMPOSE, REWRITE, parse_rewrite, parse_subquestions
 from tests.fakes import ScriptedLM
 
 Q = "Which river flows through the town where the Velmora bridge stands?"

@@ -49,6 +49,13 @@ def _demo_question_problem(row: Any) -> str | None:
     return None
 
 
+def _styled_default(dataset: str) -> bool:
+    """Whether ``dataset`` is a registered benchmark whose entry takes the default exemplars."""
+    from dynrag.datasets.formats import DATASETS, dataset_spec
+
+    return dataset in DATASETS and dataset_spec(dataset).exemplar_style == "default"
+
+
 @dataclass(frozen=True)
 class Exemplar:
     question: str
@@ -62,7 +69,7 @@ def load_exemplars(dataset: str = "default") -> tuple[str, list[Exemplar]]:
         data = json.load(f)
     styles = sorted(k for k, v in data.items() if isinstance(v, list))
     if dataset not in data:
-        if dataset in ("jsonl", "popqa", "demo"):
+        if dataset == "demo" or _styled_default(dataset):  # the demo questions have no style of their own
             dataset = "default"
         else:
             raise ConfigError(f"no exemplars for {dataset!r}; choose one of: {', '.join(styles)}")

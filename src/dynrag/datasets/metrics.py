@@ -8,7 +8,7 @@ import re
 import string
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 from dynrag.registry import Options, Registry
 
@@ -148,8 +148,17 @@ class ScorerOptions(Options):
 SCORERS: Registry[Callable[..., Scorer]] = Registry("scorer")
 
 
+class ScoredDataset(Protocol):
+    """What a scorer reads of a dataset's registry entry (``datasets.formats.Dataset``)."""
+
+    yes_no: bool
+    whole_text_fallback: bool
+
+
 @SCORERS.register("squad", ScorerOptions, "the short answer after the last answer phrase; SQuAD EM/F1, the best gold's P/R (default)")
-def squad_scorer(options: ScorerOptions, *, dataset: str, yes_no: bool) -> Scorer:
+def squad_scorer(options: ScorerOptions, *, dataset: ScoredDataset) -> Scorer:
+    yes_no = dataset.yes_no
+
     def score(final_answer: str, prediction: str, golds: list[str]) -> AnswerScores:
         return score_answer(final_answer, prediction, golds, yes_no)
 
@@ -157,8 +166,8 @@ def squad_scorer(options: ScorerOptions, *, dataset: str, yes_no: bool) -> Score
 
 
 @SCORERS.register("dragin", ScorerOptions, "as DRAGIN's evaluation: after the first 'the answer is'; yes/no by prefix; P and R maximised separately")
-def dragin_scorer(options: ScorerOptions, *, dataset: str, yes_no: bool) -> Scorer:
-    fallback = dataset == "2wikimultihopqa"
+def dragin_scorer(options: ScorerOptions, *, dataset: ScoredDataset) -> Scorer:
+    yes_no, fallback = dataset.yes_no, dataset.whole_text_fallback
 
     def score(final_answer: str, prediction: str, golds: list[str]) -> AnswerScores:
         scored = dragin_extract(prediction or "", yes_no, fallback)
@@ -168,8 +177,9 @@ def dragin_scorer(options: ScorerOptions, *, dataset: str, yes_no: bool) -> Scor
     return score
 
 
-def open_scorer(name: str, dataset: str, yes_no: bool) -> Scorer:
-    return SCORERS.open(name, None, dataset=dataset, yes_no=yes_no)
+def open_scorer(name: str, dataset: ScoredDataset) -> Scorer:
+    """Scorer ``name`` for ``dataset``'s registry entry (its yes/no and fallback traits)."""
+    return SCORERS.open(name, None, dataset=dataset)
 
 
 # ---- retrieval rankings ------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import torch
 from pydantic import Field
 from rich.console import Console
 
+from dynrag.training.finetune import FineTune
 from dynrag.training.supervised import attach_method, finish
 from dynrag.training.losses import completion_logprobs, dpo_loss
 from dynrag.training.models import is_complete, load_trainable, read_meta
@@ -53,7 +54,7 @@ from dynrag.progress import progress_bar
 
 PAIRS, REFERENCE, REPORT = "pairs.jsonl", "reference.jsonl", "calibration.json"
 # The authors' DPO rate for 7-8B models; LoRA's usual rate is far higher.
-DEFAULT_LR = {"full": 5e-7, "lora": 5e-5}
+DEFAULT_LR = {FineTune.FULL: 5e-7, FineTune.LORA: 5e-5}
 
 
 class CalibrationOptions(TrainOptions):

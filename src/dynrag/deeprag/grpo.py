@@ -37,6 +37,7 @@ from typing import Any
 import torch
 from rich.console import Console
 
+from dynrag.training.finetune import FineTune
 from dynrag.training.supervised import attach_method, finish
 from dynrag.training.examples import IGNORE
 from dynrag.training.losses import grpo_token_losses, learned_logprobs, learned_logprobs_entropy, loss_weights
@@ -64,7 +65,7 @@ from dynrag.retrieval.base import Retriever
 from dynrag.run.checks import check_aliases, check_corpus, check_data_file
 
 # GRPO moves a model far with few steps: rates well below the imitation stage's (1e-6: the authors').
-DEFAULT_LR = {"full": 1e-6, "lora": 1e-5}
+DEFAULT_LR = {FineTune.FULL: 1e-6, FineTune.LORA: 1e-5}
 RUN_FILE = "grpo_run.json"
 
 
@@ -143,7 +144,7 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
         model, tokenizer, source = load_trainable(req.model, progress=progress)
         options = settle_method(options, model)
         reference = None
-        if options.beta > 0 and options.method == "full":  # LoRA's reference is its base: adapters switched off
+        if options.beta > 0 and options.method == FineTune.FULL:  # LoRA's reference is its base: adapters switched off
             reference = copy.deepcopy(model).eval().requires_grad_(False)
         params = attach_method(model, options)
         policy = Policy(req.model, model, tokenizer, reference, retriever, options, spec.yes_no)

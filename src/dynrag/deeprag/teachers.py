@@ -22,13 +22,10 @@ from typing import Callable, Protocol, Sequence
 from dynrag.corpus.passage import Passage
 from dynrag.deeprag.search import History
 from dynrag.errors import ConfigError
+from dynrag.datasets.formats import dataset_names, dataset_spec
 from dynrag.datasets.loaders import QAExample
 from dynrag.methods.deeprag.writer import NarrativeWriter
 from dynrag.registry import Options, Registry
-
-# Datasets whose loader fills QAExample.decomposition.
-DECOMPOSED_DATASETS = ("musique", "strategyqa", "2wikimultihopqa", "world")
-
 
 class Teacher(Protocol):
     name: str
@@ -148,10 +145,10 @@ def check_teacher(spec: str | None, dataset: str) -> str:
     spec = (spec or "target").strip()
     if not spec:
         raise ConfigError(f"--teacher is empty; choose one of: {TEACHERS.choices(', ')}, or a model spec")
-    if spec == "dataset" and dataset not in DECOMPOSED_DATASETS:
+    if spec == "dataset" and not dataset_spec(dataset).decomposes:
         raise ConfigError(
             f"--teacher dataset: {dataset} records carry no gold decomposition (it is read from "
-            f"{', '.join(DECOMPOSED_DATASETS)}); use --teacher target or a model spec"
+            f"{', '.join(dataset_names(lambda d: d.decomposes))}); use --teacher target or a model spec"
         )
     if teacher_kind(spec) == "model" and not is_model_spec(spec):
         raise ConfigError(

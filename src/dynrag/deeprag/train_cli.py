@@ -195,12 +195,13 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
     ) -> None:
         """Generator fine-tuning (RAG best practices): answer-only loss with gold, random or mixed passages."""
         with user_errors():
+            from dynrag.training.finetune import FineTune
             from dynrag.training.reader_examples import check_context, check_order
             from dynrag.training.reader_train import ReaderRequest, run_reader
 
             check_context(context)
             check_order(order)
-            options = train_options(option, method=method or "lora", lr=lr, epochs=epochs, max_steps=max_steps,
+            options = train_options(option, method=method or FineTune.LORA, lr=lr, epochs=epochs, max_steps=max_steps,
                                     schedule=schedule, batch_size=batch_size, save_every=save_every, threads=threads)
             req = ReaderRequest(dataset, list(data), out, context, model, exemplars, limit, options, order)
             report = run_reader(req, console=Console(stderr=True), progress=progress)

@@ -13,7 +13,7 @@ from rich.text import Text
 from dynrag.datasets.formats import DATASETS
 from dynrag.methods.registry import METHODS
 from dynrag.retrieval.factory import RETRIEVERS, option_help
-from dynrag.retrieval.query_prompts import QUERY_TRANSFORMS
+from dynrag.retrieval.transform_registry import QUERY_TRANSFORMS, writes_text as transform_writes
 
 DATASET_NAMES = DATASETS.choices(", ")
 CONFIG_HELP = "A run configuration (YAML, see docs/evaluation.md); flags given here override its keys."
@@ -126,7 +126,7 @@ def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
         progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
         query_transform: Optional[str] = typer.Option(
             None, "--query-transform", metavar="NAME",
-            help=f"What is searched instead of the question: {', '.join(QUERY_TRANSFORMS)} (default none; "
+            help=f"What is searched instead of the question: {QUERY_TRANSFORMS.choices(', ')} (default none; "
             "docs/evaluation.md). hyde: question + a hypothetical passage the model writes; hyde-only: the passage; "
             "hyde-multi: question + N passages; rewrite: a search query the model writes; decompose: 1-3 "
             "sub-questions, each searched, rankings fused.",
@@ -160,7 +160,7 @@ def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
             from dynrag.eval.retrieval_run import run_retrieval_eval
             from dynrag.run.plan import make_plan
 
-            writes_text = hyde is True or query_transform not in (None, "none") or config is not None
+            writes_text = hyde is True or transform_writes(query_transform) or config is not None
             if not writes_text and (hyde_cache is not None or model is not None):
                 raise ConfigError("--hyde-cache and --model apply to a query transform: add --hyde or --query-transform NAME")
             if option:

@@ -30,6 +30,7 @@ from dynrag.datasets.examples import passage_key
 from dynrag.datasets.loaders import QAExample
 from dynrag.datasets.metrics import recall_at_k, reciprocal_rank, support_all_at_k
 from dynrag.retrieval.base import Retriever
+from dynrag.retrieval.transform_registry import QUERY_TRANSFORMS, transform_traits
 
 # A batch of questions -> what each is searched with: one text, or several whose rankings are fused
 # (query decomposition: retrieval/query_transforms.py).
@@ -213,20 +214,23 @@ def transform_summary(transformer, questions: list[str], written: int, summary: 
         "texts_generated": written, "texts_reused": reused, "generation_seconds": generation,
         "queries_per_second_with_generation": summary["n"] / seconds if seconds > 0 else float("inf"),
     }
-    if transformer.name == "hyde":
+    if transformer.traits.single_hyde:
         out.update(hyde_model=texts.lm.name, hyde_cache=cache, hyde_generated=written, hyde_reused=reused,
                    hyde_generation_seconds=generation)
     return out
 
 
-TRANSFORM_TITLES = {"hyde": " + HyDE", "hyde-only": " + HyDE passage alone", "hyde-multi": " + HyDE ({n} passages)",
-                    "rewrite": " + query rewriting", "decompose": " + query decomposition"}
+def transform_title(summary: dict) -> str:
+    """What the summary's query transform adds to a table's title ("" for none, or one this version
+    does not know)."""
+    name = summary.get("query_transform")
+    return transform_traits(name).title.format(n=summary.get("hyde_documents")) if name in QUERY_TRANSFORMS else ""
 
 
 def summary_table(summary: dict, ks: list[int]) -> Table:
     """One row per metric (a wide row of columns wraps its headers in a narrow terminal)."""
     opts = ", ".join(f"{k}={v}" for k, v in summary.get("options", {}).items())
-    transform = TRANSFORM_TITLES.get(summary.get("query_transform", "none"), "").format(n=summary.get("hyde_documents"))
+    transform = transform_title(summary)
     title = f"{summary['retriever']}" + (f" ({opts})" if opts else "") + transform + f" on {summary['dataset']}"
     table = Table(title=Text(title))
     table.add_column("metric")

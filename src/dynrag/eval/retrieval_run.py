@@ -14,6 +14,7 @@ from dynrag.eval.retrieval import (evaluate_retrieval, no_gold_found_warning, tr
 from dynrag.io.rundir import CONFIG, RETRIEVAL_RUN_FORMAT, lock_run
 from dynrag.eval.steps import load_questions, run_index
 from dynrag.io.files import atomic_write_json
+from dynrag.retrieval.transform_registry import transform_traits, writes_text
 from dynrag.run.plan import RunPlan
 
 
@@ -21,18 +22,19 @@ def retrieval_config(plan: RunPlan) -> dict[str, Any]:
     """config.json of an eval-retrieval directory (its keys are the directory's format)."""
     retriever, data, settings = plan.retriever, plan.dataset, plan.retrieval_eval
     assert retriever is not None and data is not None and settings is not None
+    traits = transform_traits(settings.query_transform)
     return {
         "format": RETRIEVAL_RUN_FORMAT, "retriever": retriever.name, "options": retriever.options,
         "dataset": data.name, "data": str(data.data), "corpus": retriever.corpus, "k": list(settings.cutoffs),
-        "limit": data.limit, "hyde": settings.query_transform == "hyde", "query_transform": settings.query_transform,
-        **({"hyde_documents": settings.hyde_documents} if settings.query_transform == "hyde-multi" else {}),
+        "limit": data.limit, "hyde": traits.single_hyde, "query_transform": settings.query_transform,
+        **({"hyde_documents": settings.hyde_documents} if traits.samples else {}),
     }
 
 
 def default_cache(out: Path, transform: str) -> Path:
     """Where a run keeps its transform's texts when no ``hyde_cache`` is given: HyDE passages in
     OUT/hyde.jsonl (as before the other transforms), rewrites and sub-questions in OUT/query-texts.jsonl."""
-    return out / ("hyde.jsonl" if transform.startswith("hyde") else "query-texts.jsonl")
+    return out / ("hyde.jsonl" if transform_traits(transform).hyde_like else "query-texts.jsonl")
 
 
 def open_transformer(plan: RunPlan, out: Path, progress: bool):
@@ -64,7 +66,7 @@ def run_retrieval_eval(plan: RunPlan, console: Console, progress: bool) -> dict[
         # The directory records its kind first, so no other command mistakes it for its own.
         atomic_write_json(out / CONFIG, retrieval_config(plan))
         transformer = questions = written = None
-        if settings.query_transform != "none":
+        if writes_text(settings.query_transform):
             transformer = open_transformer(plan, out, progress)  # a model that cannot do it fails before the index
             # Write every text before searching, so queries_per_second is search alone
             # whether the texts were written now or read back.

@@ -119,7 +119,7 @@ def run_eval(
     clock = SessionClock(Path(plan.out))  # from here: loading the model and the index count as the run's time
     config = eval_config(plan)
     data, execution, out = plan.dataset, plan.execution, Path(plan.out)
-    scorer = open_scorer(plan.scorer, data.name, data.yes_no)
+    scorer = open_scorer(plan.scorer, dataset_spec(data.name))
     check_concurrency(execution.concurrency, plan.model, custom_method=method_factory is not None)
     check_batch(execution.batch, plan.model, custom_method=method_factory is not None)
     aliases = load_aliases(data.aliases) if data.aliases else None
@@ -270,8 +270,7 @@ def write_summary(
 
 def run_scorer(config: dict[str, Any]) -> Scorer:
     """The scorer a run's config names (runs made before scorers were a choice: squad)."""
-    spec = dataset_spec(config["dataset"])
-    return open_scorer(config.get("scorer", "squad"), spec.name, spec.yes_no)
+    return open_scorer(config.get("scorer", "squad"), dataset_spec(config["dataset"]))
 
 
 def check_baseline(baseline: Path, config: dict[str, Any], examples: list[QAExample] | None = None) -> dict[str, Any]:

@@ -74,7 +74,7 @@ def _check_hf_target(spec: str, target: str, directory: Path, revision: str = ""
     if directory.exists():
         raise ConfigError(
             f"model spec {spec!r}: {directory} is a file, not a model directory "
-            f"(a GGUF file is hf:{directory.parent}#{directory.name})"
+            f"(a GGUF file is {ModelSpec.for_path(directory.parent, directory.name)})"
         )
     if not looks_like_hub_id(target):
         raise ConfigError(f"model spec {spec!r}: no such directory {directory}")

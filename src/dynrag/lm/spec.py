@@ -12,6 +12,7 @@ instead of looking at prefixes, so a new form is added here and nowhere else.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from os import PathLike
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -120,6 +121,12 @@ class ModelSpec:
                 raise ConfigError(f"model spec {base!r} names no path or id; valid forms: {describe_specs()}")
             return cls("hf", target, gguf_file, options, query)
         raise ConfigError(f"unknown model spec {full!r}; valid forms: {describe_specs()}")
+
+    @classmethod
+    def for_path(cls, path: str | PathLike[str], file: str = "") -> "ModelSpec":
+        """The hf spec of a model directory (or hub id) and optional GGUF file: every spec a
+        command builds for a directory it wrote comes from here (``str(...)`` is ``hf:PATH``)."""
+        return cls("hf", str(path), file)
 
     @property
     def is_http(self) -> bool:

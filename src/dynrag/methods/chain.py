@@ -37,6 +37,7 @@ from dynrag.methods.base import MethodOptions, MethodTraits, ReasoningOptions, R
 from dynrag.registry import Registry
 from dynrag.rerank.registry import RERANKERS
 from dynrag.retrieval.base import Hit, Retriever
+from dynrag.retrieval.transform_registry import transform_traits
 
 PRESETS: dict[str, dict[str, Any]] = {
     "none": {},
@@ -248,7 +249,7 @@ class RetrievalChain:
         notes: list[str] = []
         question = last_tokens(self.lm, question, self.max_query_tokens)
         query = question
-        if o.query_transform == "hyde":
+        if transform_traits(o.query_transform).single_hyde:
             from dynrag.retrieval.hyde import hypothetical_passage, join_query
 
             started = time.perf_counter()

@@ -80,7 +80,7 @@ class Figure3Request:
 
 def reader_spec(value: str) -> str:
     """A --reader value: a model spec (hf:..., bundled...) or a directory written by `dynrag train reader`."""
-    from dynrag.lm.spec import is_model_spec
+    from dynrag.lm.spec import ModelSpec, is_model_spec
 
     if is_model_spec(value):
         return value
@@ -88,7 +88,7 @@ def reader_spec(value: str) -> str:
     if not path.is_dir():
         raise ConfigError(f"--reader {value!r}: no such directory (give a `dynrag train reader --out` directory "
                           "or a model spec such as hf:DIR)")
-    return f"hf:{path}"
+    return str(ModelSpec.for_path(path))
 
 
 def parse_readers(pairs: dict[str, str]) -> dict[str, str]:

@@ -21,6 +21,7 @@ from dynrag.errors import ConfigError, DynragError
 from dynrag.io.files import atomic_write_json, atomic_write_text
 from dynrag.io.jsonl import json_line, read_jsonl
 from dynrag.registry import parse_model
+from dynrag.retrieval.transform_registry import writes_text
 from dynrag.reproduce.retrieval_tables import (
     CorpusShape, RetrievalRow, RetrievalTable, RetrievalTableOptions, chunk_span, covered_within, mean_scores, ranking_scores,
 )
@@ -191,7 +192,7 @@ def _run_row(row: RetrievalRow, ds: str, data: Path, corpora: Path, out: Path, t
         dataset=LOADERS.get(ds, ds), data=data, out=out, retriever=row.retriever, corpus=str(index),
         limit=req.limit, model=req.model, cutoffs=[table.depth], retriever_options=_numpy_bm25(row.retriever, options),
     )
-    if row.query_transform != "none":
+    if writes_text(row.query_transform):
         flags.update(query_transform=row.query_transform, **row.transform_options)
         flags["hyde_cache"] = out.parent / "query-texts.jsonl"  # shared by the rows that write the same texts
     plan = make_plan(load_run_config(None, flags), command="eval-retrieval")

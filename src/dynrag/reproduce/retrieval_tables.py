@@ -78,7 +78,7 @@ class Sweep:
 class RetrievalTable:
     name: str
     title: str
-    datasets: list[str]  # ours, by --data-dir file (reproduce's DEFAULT_FILES)
+    datasets: list[str]  # ours, by --data-dir file (the dataset's default_files, or reproduce's JSONL_FILES)
     rows: list[RetrievalRow]
     metrics: list[Metric]
     published: dict[str, dict[str, dict[str, float]]]  # the paper's dataset -> row key -> metric -> value

@@ -20,16 +20,11 @@ from dynrag.errors import ConfigError, DataError
 from dynrag.reproduce.catalog import open_table
 from dynrag.reproduce.tables import RunSpec, Table
 
-# Where each dataset's dev file sits inside the folder given as `--data-dir`.
-DEFAULT_FILES = {
-    "hotpotqa": "hotpotqa/hotpot_dev_distractor_sample.json",
-    "2wikimultihopqa": "2wikimultihopqa/dev_sample.json",
-    "strategyqa": "strategyqa/strategyqa_train.json",  # DRAGIN's code evaluates on StrategyQA train
-    "iirc": "iirc/dev.json",
-    "musique": "musique/musique_ans_dev_sample.jsonl",
-    "popqa": ("popqa/popqa.jsonl", "popqa/popqa_dev_300.jsonl"),
-    "nq": "nq/nq_open_oracle_dev_500.jsonl",  # NQ-open with each question's gold passage (generic JSONL)
-    "webquestions": "webquestions/webquestions.jsonl",  # not released in this layout: the generic JSONL
+# Where the dev file of a benchmark read as generic JSONL (no format of its own in the dataset
+# registry, whose entries carry their own `default_files`) sits inside `--data-dir`.
+JSONL_FILES = {
+    "nq": "nq/nq_open_oracle_dev_500.jsonl",  # NQ-open with each question's gold passage
+    "webquestions": "webquestions/webquestions.jsonl",  # not released in this layout
 }
 
 
@@ -81,14 +76,16 @@ def find_data(table: Table, req: ReproduceRequest) -> tuple[dict[str, Path], dic
         elif req.data_dir is not None and (placed := _placed(Path(req.data_dir), ds)) is not None:
             found[ds] = placed
         else:
-            where = f" or put it at {Path(req.data_dir) / _places(ds)[0]}" if req.data_dir else " or --data-dir DIR"
+            places = _places(ds) if req.data_dir else ()
+            where = f" or put it at {Path(req.data_dir) / places[0]}" if places else "" if req.data_dir else " or --data-dir DIR"
             missing[ds] = f"no data: give --data {ds}=PATH{where}"
     return found, missing
 
 
 def _places(ds: str) -> tuple[str, ...]:
-    place = DEFAULT_FILES[ds]
-    return place if isinstance(place, tuple) else (place,)
+    from dynrag.datasets.formats import dataset_spec
+
+    return (JSONL_FILES[ds],) if ds in JSONL_FILES else dataset_spec(ds).default_files
 
 
 def _placed(data_dir: Path, ds: str) -> Path | None:

@@ -7,7 +7,8 @@ message, the worked examples and the question as the user message, and the text'
 example ``Passage:``) opening its reply; any other model reads the same parts as plain text. The
 caller passes the frame (``methods.prompting.chat_frame(lm)``), or None for plain text.
 
-This module imports nothing heavy: the run configuration reads ``QUERY_TRANSFORMS`` from it.
+This module imports nothing heavy: the transforms' registry (transform_registry.py), which the run
+configuration reads, stands on it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
     from dynrag.lm.chat import ChatFrame
     from dynrag.lm.row_decode import Sampling
 
-# What `dynrag eval-retrieval --query-transform` accepts, "none" first (the default).
-QUERY_TRANSFORMS = ("none", "hyde", "hyde-only", "hyde-multi", "rewrite", "decompose")
 PLACEHOLDER = "{question}"
 
 

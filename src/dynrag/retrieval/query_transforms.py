@@ -9,77 +9,23 @@
 - ``decompose``: one to three sub-questions the model writes; each is searched, and their rankings
   are fused into one (``fuse_rankings``).
 
-Every text comes through a ``QueryTexts`` (retrieval/hyde_cache.py), so it is written once and
+Each is an entry of ``QUERY_TRANSFORMS`` (retrieval/transform_registry.py: its prompt, how its
+texts become the query, its traits). Every text comes through a ``QueryTexts`` (retrieval/hyde_cache.py), so it is written once and
 read back from the cache file after. ``QueryTransformer.queries`` maps questions to what is
 searched: a string per question, or (decompose) a list of strings whose rankings are fused.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from fractions import Fraction
 
 from dynrag.errors import ConfigError
-from dynrag.retrieval.hyde import HYDE, join_passages, join_query
 from dynrag.retrieval.hyde_cache import TEMPERATURE, TOP_P, QueryTexts
-from dynrag.retrieval.query_prompts import QUERY_TRANSFORMS, QueryPrompt, can_sample
+from dynrag.retrieval.query_prompts import QueryPrompt, can_sample
+from dynrag.retrieval.transform_registry import QUERY_TRANSFORMS, transform_traits
 
-REWRITE = QueryPrompt(
-    kind="rewrite",
-    instruction="Rewrite the question as a search engine query. Keep every name and key term; leave out "
-    "question words and filler; one line.",
-    examples=(
-        "Question: In which year did the architect of the Chrysler Building die?\n"
-        "Query: Chrysler Building architect year of death\n\n"
-    ),
-    label="Query:",
-    stop=("\n",),
-)
-DECOMPOSE = QueryPrompt(
-    kind="decompose",
-    instruction="Break the question into one to three simpler questions, each one answerable from a single "
-    "passage. Write them one per line, numbered; a simple question stays as it is.",
-    examples=(
-        "Question: Were Ada Lovelace and Grace Hopper born in the same country?\n"
-        "Sub-questions:\n1. Where was Ada Lovelace born?\n2. Where was Grace Hopper born?\n\n"
-        "Question: When did the Berlin Wall fall?\n"
-        "Sub-questions:\n1. When did the Berlin Wall fall?\n\n"
-    ),
-    label="Sub-questions:",
-    stop=("\n\n", "Question:"),
-    one_line=False,
-)
-REWRITE_MAX_NEW_TOKENS = 32
-DECOMPOSE_MAX_NEW_TOKENS = 64
-MAX_SUBQUESTIONS = 3
 RRF_K = 60  # as in hybrid retrieval's RRF (Cormack et al., 2009)
-
-# "1." "2)" "3 -" "- " "* " "• " "Sub-question 1:" at the start of a line
-_MARKER = re.compile(r"^\s*(?:(?:sub-?questions?\s*)?\d+\s*[.):\-]|[-*•]|sub-?questions?\s*:)\s*", re.IGNORECASE)
-
-
-def parse_subquestions(text: str, question: str, limit: int = MAX_SUBQUESTIONS) -> list[str]:
-    """The sub-questions in the model's text: one per non-blank line, numbering or bullets taken
-    off, duplicates dropped, the first ``limit`` kept; reading stops at a line starting a new
-    "Question:" (the model going on to invent the next example). None found: ``[question]``."""
-    found: list[str] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.lower().startswith("question:"):
-            break
-        item = _MARKER.sub("", line).strip()
-        if item and item.lower() not in (f.lower() for f in found):
-            found.append(item)
-    return found[:limit] or [" ".join(question.split())]
-
-
-def parse_rewrite(text: str, question: str) -> str:
-    """The rewritten query: the model's first line without a "Query:" label or quotes; the
-    question itself when nothing is left."""
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    line = re.sub(r"^query\s*:", "", line, flags=re.IGNORECASE).strip().strip("\"'").strip()
-    return line or " ".join(question.split())
 
 
 def fuse_rankings(rankings: Sequence[Sequence[str]], depth: int | None = None, k: int = RRF_K) -> list[str]:
@@ -115,25 +61,27 @@ class QueryTransformer:
 
     def __init__(self, name: str, texts: QueryTexts, *, hyde_documents: int = 3, hyde_max_new_tokens: int = 64):
         check_transform(name, hyde_documents)
-        if name == "none":
-            raise ConfigError("query transform 'none' writes no text: search the questions as they are")
-        if name == "hyde-multi" and hyde_documents > 1 and not can_sample(texts.lm):
+        traits = transform_traits(name)
+        if not traits.writes_text:
+            raise ConfigError(f"query transform {name!r} writes no text: search the questions as they are")
+        if traits.samples and hyde_documents > 1 and not can_sample(texts.lm):
             raise ConfigError(
-                f"query transform hyde-multi draws its extra passages by sampling, which model "
+                f"query transform {name} draws its extra passages by sampling, which model "
                 f"{texts.lm.name!r} cannot do; use a local model (bundled or hf:) or hyde_documents: 1"
             )
-        self.name, self.texts = name, texts
-        self.documents = hyde_documents if name == "hyde-multi" else 1
+        self.name, self.texts, self.traits = name, texts, traits
+        self.combine = QUERY_TRANSFORMS.open(name)
+        self.documents = hyde_documents if traits.samples else 1
         self.hyde_max_new_tokens = hyde_max_new_tokens
 
     @property
     def prompt(self) -> QueryPrompt:
-        return {"rewrite": REWRITE, "decompose": DECOMPOSE}.get(self.name, HYDE)
+        assert self.traits.prompt is not None  # every transform that writes text asks with one
+        return self.traits.prompt
 
     @property
     def max_new_tokens(self) -> int:
-        return {"rewrite": REWRITE_MAX_NEW_TOKENS, "decompose": DECOMPOSE_MAX_NEW_TOKENS}.get(
-            self.name, self.hyde_max_new_tokens)
+        return self.traits.max_new_tokens or self.hyde_max_new_tokens
 
     def needed(self, question: str) -> list[tuple[QueryPrompt, str, int, int]]:
         """The texts ``question`` needs: (prompt, question, max_new_tokens, draw) each."""
@@ -155,16 +103,7 @@ class QueryTransformer:
         return [self.query(q) for q in questions]
 
     def query(self, question: str) -> str | list[str]:
-        texts = [self._text(*args) for args in self.needed(question)]
-        if self.name == "hyde":
-            return join_query(question, texts[0])
-        if self.name == "hyde-only":
-            return texts[0] or question
-        if self.name == "hyde-multi":
-            return join_passages(question, texts)
-        if self.name == "rewrite":
-            return parse_rewrite(texts[0], question)
-        return parse_subquestions(texts[0], question)
+        return self.combine(question, [self._text(*args) for args in self.needed(question)])
 
     def _text(self, prompt: QueryPrompt, question: str, max_new_tokens: int, draw: int) -> str:
         record = self.texts.record(prompt, question, max_new_tokens, draw)  # written before the search
@@ -178,14 +117,14 @@ class QueryTransformer:
     def settings(self) -> dict[str, object]:
         """The transform's settings, as a summary records them."""
         out: dict[str, object] = {"query_transform": self.name}
-        if self.name.startswith("hyde"):
+        if self.traits.hyde_like:
             out["hyde_max_new_tokens"] = self.hyde_max_new_tokens
         else:
             out["query_max_new_tokens"] = self.max_new_tokens
-        if self.name == "hyde-multi":
+        if self.traits.samples:
             out["hyde_documents"] = self.documents
             out["hyde_sampling"] = {"temperature": TEMPERATURE, "top_p": TOP_P}
-        if self.name == "decompose":
+        if self.traits.fuses:
             out["fusion"] = f"rrf (k={RRF_K})"
         out["query_prompt_style"] = "chat" if self.texts.frame is not None else "plain"
         return out
@@ -194,6 +133,6 @@ class QueryTransformer:
 def check_transform(name: str, hyde_documents: int = 3) -> None:
     """A transform name and its settings, checked: the errors name the valid choices or the key."""
     if name not in QUERY_TRANSFORMS:
-        raise ConfigError(f"unknown query transform {name!r}; choose one of: {', '.join(QUERY_TRANSFORMS)}")
+        raise ConfigError(f"unknown query transform {name!r}; choose one of: {QUERY_TRANSFORMS.choices(', ')}")
     if not isinstance(hyde_documents, int) or hyde_documents < 1:
         raise ConfigError(f"hyde_documents must be at least 1 (got {hyde_documents!r})")

@@ -39,8 +39,12 @@ def check_data_file(given: Path, dataset: str) -> Path:
 
 
 def check_aliases(aliases: Path | None, dataset: str) -> None:
-    if aliases is not None and dataset != "2wikimultihopqa":
-        raise ConfigError("--aliases applies to --dataset 2wikimultihopqa only")
+    """``--aliases`` only for a dataset whose entry takes an alias file."""
+    from dynrag.datasets.formats import dataset_names, dataset_spec
+
+    if aliases is not None and not dataset_spec(dataset).aliases:
+        takers = " / ".join(dataset_names(lambda d: d.aliases))
+        raise ConfigError(f"--aliases applies to --dataset {takers} only")
 
 
 def check_dataset(config: Any, *, sha256: bool) -> DatasetPlan:

@@ -23,6 +23,7 @@ from dynrag.errors import ConfigError
 from dynrag.lm.spec import ModelSpec
 from dynrag.methods.base import MethodOptions, MethodTraits
 from dynrag.retrieval.base import RetrieverTraits
+from dynrag.retrieval.transform_registry import HYDE_TRANSFORM, transform_traits
 from dynrag.run.checks import DatasetPlan, check_dataset, corpus_identity, server_corpus_sha256
 
 Command = Literal["ask", "serve", "eval", "eval-retrieval"]
@@ -89,7 +90,7 @@ class RetrievalEval:
     @property
     def hyde(self) -> bool:
         """Whether the questions are searched with one HyDE passage each (the old ``--hyde``)."""
-        return self.query_transform == "hyde"
+        return transform_traits(self.query_transform).single_hyde
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ def _retrieval_eval_plan(config: RunConfig) -> RunPlan:
 
     check_run_dir(Path(config.out), "eval-retrieval")
     transform = _query_transform(config)
-    model = _model(config.model) if transform != "none" else ModelSpec.parse(config.model)
+    model = _model(config.model) if transform_traits(transform).writes_text else ModelSpec.parse(config.model)
     settings = RetrievalEval(tuple(config.cutoffs), transform, config.hyde_cache, config.hyde_max_new_tokens,
                              config.hyde_documents)
     return RunPlan("eval-retrieval", model, retriever=retriever, dataset=dataset, out=Path(config.out),
@@ -224,11 +225,11 @@ def _query_transform(config: RunConfig) -> str:
     transform = config.query_transform
     check_transform(transform, config.hyde_documents)
     if config.hyde:
-        if transform not in ("none", "hyde"):
-            raise ConfigError(f"--hyde is --query-transform hyde, which conflicts with --query-transform {transform}: "
-                              "drop one (or `hyde:` / `query_transform:` in --config)")
-        transform = "hyde"
-    if transform == "none" and config.hyde_cache is not None:
+        if transform_traits(transform).writes_text and not transform_traits(transform).single_hyde:
+            raise ConfigError(f"--hyde is --query-transform {HYDE_TRANSFORM}, which conflicts with --query-transform "
+                              f"{transform}: drop one (or `hyde:` / `query_transform:` in --config)")
+        transform = HYDE_TRANSFORM
+    if not transform_traits(transform).writes_text and config.hyde_cache is not None:
         raise ConfigError("--hyde-cache applies to a query transform that writes text: add --hyde or "
                           "--query-transform NAME (or drop `hyde_cache:` from --config)")
     return transform

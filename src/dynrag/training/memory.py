@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from dynrag.errors import ConfigError
+from dynrag.training.finetune import FineTune
 
-NUMBERS_PER_PARAMETER = {"full": 4, "lora": 1}
+NUMBERS_PER_PARAMETER = {FineTune.FULL: 4, FineTune.LORA: 1}
 ACTIVATION_SHARE = 0.25
 GIB = 1024**3
 
@@ -53,8 +54,8 @@ def check_fits(model: Any, method: str, available: int | None) -> None:
     need = training_bytes(count, method, element)
     if need <= available:
         return
-    what = "weight, gradient and two AdamW moments" if method == "full" else "frozen weight"
-    advice = "use --option method=lora or a smaller model" if method == "full" else "use a smaller model"
+    what = "weight, gradient and two AdamW moments" if method == FineTune.FULL else "frozen weight"
+    advice = "use --option method=lora or a smaller model" if method == FineTune.FULL else "use a smaller model"
     raise ConfigError(
         f"training with method={method} needs about {need / GIB:.1f} GiB ({count / 1e9:.2f}B parameters x "
         f"{NUMBERS_PER_PARAMETER[method]} numbers of {element} bytes ({what}), plus a quarter for activations); "

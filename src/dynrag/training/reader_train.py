@@ -22,6 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
+from dynrag.training.finetune import FineTune
 from dynrag.training.supervised import already_trained, finish, train_masked, training_model
 from dynrag.training.reader_examples import build_reader_examples, check_context, check_order
 from dynrag.training.trainer import TrainOptions, schedule_meta
@@ -41,7 +42,7 @@ class ReaderRequest:
     model: str = "bundled"
     exemplars: str = "default"  # the worked-example style of the prompt (as `--exemplars` of eval)
     limit: int | None = None  # only the first N questions (over all files)
-    options: TrainOptions = field(default_factory=lambda: TrainOptions(method="lora"))
+    options: TrainOptions = field(default_factory=lambda: TrainOptions(method=FineTune.LORA))
     order: str = "gold_first"  # the passages' order in each prompt (training/reader_examples.py)
 
 

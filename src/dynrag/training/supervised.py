@@ -15,6 +15,7 @@ from dynrag.io.lock import DirectoryLock
 from dynrag.lm.device import autocast
 from dynrag.lm.loader import resolve_model
 from dynrag.training.examples import TrainExample, examples_fingerprint
+from dynrag.training.finetune import FineTune
 from dynrag.training.losses import collate, imitation_loss
 from dynrag.training.lora import add_lora, merge_lora
 from dynrag.training.models import is_complete, load_trainable, read_meta, save_model_dir
@@ -34,13 +35,13 @@ from dynrag.training.trainer import (
 
 # The authors fine-tune fully at 1e-5 for one epoch (8B models, 8,000 trajectories); LoRA's
 # usual rate is about ten times higher.
-DEFAULT_LR = {"full": 1e-5, "lora": 2e-4}
+DEFAULT_LR = {FineTune.FULL: 1e-5, FineTune.LORA: 2e-4}
 
 
 
 def attach_method(model: Any, options: TrainOptions) -> dict[str, Any]:
     """The parameters to train: all of them, or LoRA adapters (the base frozen)."""
-    if options.method == "lora":
+    if options.method == FineTune.LORA:
         return add_lora(model, options.lora_rank, options.lora_alpha, seed=options.seed)
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
 
@@ -90,7 +91,7 @@ def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records
            meta: dict[str, Any], prompt: dict[str, Any] | None = None) -> dict[str, Any]:
     """Merge adapters, write the HF directory with deeprag.json (``prompt``: how it was prompted in
     training; default no worked examples), the loss curve, and drop the checkpoint."""
-    if options.method == "lora":
+    if options.method == FineTune.LORA:
         merge_lora(model)
     model.eval()
     tokens = sum(r.get("tokens", 0) for r in records)

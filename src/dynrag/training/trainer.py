@@ -25,14 +25,15 @@ from dynrag.io.files import atomic_write_text
 from dynrag.io.jsonl import JsonlAppender, json_line, read_jsonl
 from dynrag.progress import progress_bar
 from dynrag.registry import Options
+from dynrag.training.finetune import FineTune
 from dynrag.training.memory import available_bytes, check_fits
 
 TRAIN_LOG = "train_log.jsonl"
 
 
 class TrainOptions(Options):
-    method: Literal["auto", "full", "lora"] = Field(
-        "auto", description="full fine-tune, or LoRA adapters merged at the end; auto: LoRA for a model over "
+    method: FineTune = Field(
+        FineTune.AUTO, description="full fine-tune, or LoRA adapters merged at the end; auto: LoRA for a model over "
         "~1B parameters (a full fine-tune of one needs several times its size in optimizer state), else full",
     )
     lr: float | None = Field(None, gt=0, description="learning rate (default: by stage and method)")
@@ -76,9 +77,9 @@ def settle_method(options: TrainOptions, model: Any, available: int | None | Lit
     here, before its first step (training/memory.py)."""
     if options.gradient_checkpointing and hasattr(model, "gradient_checkpointing_enable"):
         model.gradient_checkpointing_enable()
-    if options.method == "auto":
+    if options.method == FineTune.AUTO:
         count = sum(p.numel() for p in model.parameters())
-        options = options.model_copy(update={"method": "lora" if count > LORA_ABOVE_PARAMETERS else "full"})
+        options = options.model_copy(update={"method": FineTune.LORA if count > LORA_ABOVE_PARAMETERS else FineTune.FULL})
     check_fits(model, options.method, available_bytes(model) if available == "measure" else available)
     return options
 

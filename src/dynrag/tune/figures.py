@@ -44,7 +44,7 @@ def running_figure(dataset: str, scorer_name: str, metric: str) -> Callable[[lis
     from dynrag.eval.summary import summarize
 
     spec = dataset_spec(dataset)
-    scorer = open_scorer(scorer_name, spec.name, spec.yes_no)
+    scorer = open_scorer(scorer_name, spec)
 
     def figure(records: list[dict[str, Any]]) -> float | None:
         value = summarize(records, any(r.get("support") for r in records), spec.yes_no, None, scorer, spec).get(metric)

@@ -101,7 +101,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         """Train chosen fictional facts into the model, re-probe it and relabel the world for it."""
         with user_errors():
             from dynrag.errors import ConfigError
+            from dynrag.lm.spec import ModelSpec
             from dynrag.registry import parse_model, parse_pairs
+            from dynrag.training.finetune import FineTune
             from dynrag.world.make import read_manifest
             from dynrag.world.teach import TeachOptions, TeachRequest, run_teach
 
@@ -111,13 +113,13 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 if n is not None and n < 1:
                     raise ConfigError(f"{flag} {n}: must be at least 1")
             read_manifest(world_dir)
-            flags = dict(method=method or "lora", params=params, lr=lr, epochs=epochs, max_steps=max_steps,
+            flags = dict(method=method or FineTune.LORA, params=params, lr=lr, epochs=epochs, max_steps=max_steps,
                          batch_size=batch_size, save_every=save_every, threads=threads)
             values = {k: v for k, v in flags.items() if v is not None} | parse_pairs(option)
             options = parse_model(TeachOptions, values, "world teach")
             report = run_teach(TeachRequest(world_dir, out, model, entities, facts, options, max_new_tokens),
                                console=Console(stderr=True), progress=progress)
-            sys.stdout.write(json.dumps({"out": str(out), "world": str(out / "world"), "model": f"hf:{out}",
+            sys.stdout.write(json.dumps({"out": str(out), "world": str(out / "world"), "model": str(ModelSpec.for_path(out)),
                                          "steps": report.get("steps"), "seconds_per_step": report.get("seconds_per_step"),
                                          **report["probe"]}, indent=2) + "\n")
 
@@ -142,6 +144,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         """Adapt a model into a reader of world passages, trained on worlds of other seeds."""
         with user_errors():
             from dynrag.errors import ConfigError
+            from dynrag.lm.spec import ModelSpec
             from dynrag.registry import parse_model, parse_pairs
             from dynrag.world.entities import WorldOptions
             from dynrag.world.reader import STYLES, ReaderOptions, ReaderRequest, run_reader
@@ -157,7 +160,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             options = parse_model(ReaderOptions, values, "world reader")
             report = run_reader(ReaderRequest(out, seed_list, model, WorldOptions(seed=test_seed), options),
                                 console=Console(stderr=True), progress=progress)
-            sys.stdout.write(json.dumps({"out": str(out), "model": f"hf:{out}", "style": report.get("style"),
+            sys.stdout.write(json.dumps({"out": str(out), "model": str(ModelSpec.for_path(out)), "style": report.get("style"),
                                          "steps": report.get("steps"),
                                          "examples_per_epoch": report.get("examples_per_epoch"),
                                          "seconds_per_step": report.get("seconds_per_step")}, indent=2) + "\n")

@@ -33,6 +33,7 @@ from dynrag.io.lock import DirectoryLock
 from dynrag.lm.chat import ChatFrame
 from dynrag.lm.loader import resolve_model
 from dynrag.training.examples import IGNORE, examples_fingerprint
+from dynrag.training.finetune import FineTune
 from dynrag.training.models import is_complete, load_trainable, read_meta
 from dynrag.training.trainer import (
     TrainOptions, describe_schedule, identity_options, pin_threads, schedule_meta, settle_method, train_loop,
@@ -58,7 +59,7 @@ class ReaderOptions(TrainOptions):
     chain_share: float = Field(1.0, ge=0, description="chain examples per reading example (style chain)")
     partial_share: float = Field(0.5, ge=0, le=1, description="share of chain examples that start after their "
                                  "first hops are written, showing only the later hops' passages")
-    method: Literal["auto", "full", "lora"] = Field("lora", description="LoRA on the MLPs (default) or a full fine-tune")
+    method: FineTune = Field(FineTune.LORA, description="LoRA on the MLPs (default) or a full fine-tune")
     params: Literal["all", "no_embeddings", "mlp"] = Field("mlp", description="what is trained (see world teach)")
     replay_share: float = Field(1.0, ge=0, description="replayed known real facts per reading example")
     others: int = Field(2, ge=0, description="passages beside the gold ones in a reading or chain example")

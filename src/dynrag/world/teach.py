@@ -23,6 +23,7 @@ from pydantic import Field
 from rich.console import Console
 
 from dynrag.training.examples import IGNORE, TrainExample, examples_fingerprint, masked_tokens
+from dynrag.training.finetune import FineTune
 from dynrag.training.losses import collate, imitation_loss
 from dynrag.training.lora import DEFAULT_TARGETS, add_lora, merge_lora
 from dynrag.training.models import is_complete, load_trainable, read_meta, save_model_dir
@@ -44,12 +45,12 @@ from dynrag.world.teach_probe import reprobe_and_relabel
 from dynrag.world.teach_text import TextExample, choose, epoch_examples
 
 MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
-DEFAULT_LR = {"full": 3e-4, "lora": 1e-3}  # 1e-3 LoRA taught 12 of 12 facts in 132 steps (benchmarks/LOG.md)
+DEFAULT_LR = {FineTune.FULL: 3e-4, FineTune.LORA: 1e-3}  # 1e-3 LoRA taught 12 of 12 facts in 132 steps (benchmarks/LOG.md)
 
 
 class TeachOptions(TrainOptions):
-    method: Literal["auto", "full", "lora"] = Field(
-        "lora", description="LoRA adapters merged at the end (the cheapest step measured), or a full fine-tune of `params`")
+    method: FineTune = Field(
+        FineTune.LORA, description="LoRA adapters merged at the end (the cheapest step measured), or a full fine-tune of `params`")
     params: Literal["all", "no_embeddings", "mlp"] = Field(
         "mlp", description="what a full fine-tune trains (LoRA: all -> every linear layer, else the MLPs')")
     statements: int = Field(4, ge=0, description="paraphrased write-ups of each taught entity per epoch")
@@ -132,7 +133,7 @@ def packed_epochs(tokenizer: Any, examples_of: Callable[[int], Sequence[TextExam
 
 def trainable(model: Any, options: TeachOptions) -> dict[str, Any]:
     """The parameters the run trains (the rest frozen)."""
-    if options.method == "lora":
+    if options.method == FineTune.LORA:
         targets = DEFAULT_TARGETS if options.params == "all" else MLP_TARGETS
         return add_lora(model, options.lora_rank, options.lora_alpha, targets, seed=options.seed)
     frozen = {id(model.get_input_embeddings().weight), id(model.get_output_embeddings().weight)}
@@ -216,11 +217,11 @@ def _train(req: TeachRequest, world: World, taught: Sequence[Fact], train: Seque
     return finish(model, tokenizer, out, options.method, records, meta, f"teach ({options.method}/{options.params}, {meta['base_model']})")
 
 
-def finish(model: Any, tokenizer: Any, out: Path, method: str, records: Sequence[dict[str, Any]], meta: dict[str, Any],
+def finish(model: Any, tokenizer: Any, out: Path, method: FineTune, records: Sequence[dict[str, Any]], meta: dict[str, Any],
            title: str) -> dict[str, Any]:
     """After the last step: LoRA merged, the HF directory written with ``meta`` and the step figures,
     the loss curve drawn, the checkpoint removed; returns the meta written."""
-    if method == "lora":
+    if method == FineTune.LORA:
         merge_lora(model)
     model.eval()
     seconds = sum(r["seconds"] for r in records)

@@ -23,6 +23,7 @@ from rich.console import Console
 
 from dynrag.io.files import atomic_write_bytes, atomic_write_json
 from dynrag.io.jsonl import read_jsonl
+from dynrag.lm.spec import ModelSpec
 from dynrag.world.bank import BY_ID, RealFact
 from dynrag.world.build import jsonl_bytes
 from dynrag.world.entities import Fact, World
@@ -76,7 +77,7 @@ def reprobe_and_relabel(source: Path, manifest: dict[str, Any], world: World, ta
     """Probe ``hf:OUT`` and write ``OUT/world``; returns the figures of the taught facts."""
     from dynrag.lm.loader import load_lm
 
-    spec = f"hf:{out}"
+    spec = str(ModelSpec.for_path(out))
     dest = out / "world"
     names = {e.id: e.name for e in world.entities}
     real = [BY_ID[f.id] for f in world.facts if f.real]

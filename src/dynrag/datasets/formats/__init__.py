@@ -6,7 +6,9 @@ with ``@DATASETS.register(name, summary=...)`` and one import line below; CLI he
 "unknown dataset" error list ``DATASETS``' names.
 """
 
-from dynrag.datasets.formats.registry import DATASETS, Dataset, DecisionScoring, ParseContext, dataset_spec  # noqa: F401
+from dynrag.datasets.formats.registry import (  # noqa: F401
+    DATASETS, Dataset, DecisionScoring, ParseContext, dataset_names, dataset_spec,
+)
 
 # Each module registers its format(s) on import; this order is the order choices are listed in.
 from dynrag.datasets.formats import hotpotqa  # noqa: E402,F401,I001

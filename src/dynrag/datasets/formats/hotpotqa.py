@@ -72,9 +72,11 @@ def list_or_lines(path: Path) -> Iterator[tuple[int, int, Any]]:
 @DATASETS.register("hotpotqa", summary="HotpotQA JSON list (or one record a line); context paragraphs (distractor setting)")
 def hotpotqa(options: Options) -> Dataset:
     # The authors' depth on HotpotQA: its questions have two hops.
-    return Dataset("hotpotqa", list_or_lines, parse_hotpotqa, deeprag=DeepRAGLimits(max_retrievals=6, max_steps=6))
+    return Dataset("hotpotqa", list_or_lines, parse_hotpotqa, deeprag=DeepRAGLimits(max_retrievals=6, max_steps=6),
+                   default_files=("hotpotqa/hotpot_dev_distractor_sample.json",))
 
 
 @DATASETS.register("2wikimultihopqa", summary="2WikiMultihopQA JSON list (or one record a line); --aliases adds answer aliases")
 def twowiki(options: Options) -> Dataset:
-    return Dataset("2wikimultihopqa", list_or_lines, parse_2wiki)
+    return Dataset("2wikimultihopqa", list_or_lines, parse_2wiki, decomposes=True, aliases=True, whole_text_fallback=True,
+                   default_files=("2wikimultihopqa/dev_sample.json",))

@@ -72,4 +72,4 @@ def parse_iirc(record: Any, ctx: ParseContext) -> list[QAExample]:
 
 @DATASETS.register("iirc", summary="IIRC JSON list of articles; unanswerable questions excluded")
 def iirc(options: Options) -> Dataset:
-    return Dataset("iirc", iter_json_array, parse_iirc)
+    return Dataset("iirc", iter_json_array, parse_iirc, default_files=("iirc/dev.json",))

@@ -25,4 +25,5 @@ def parse_musique(record: Any, ctx: ParseContext) -> list[QAExample]:
 
 @DATASETS.register("musique", summary="MuSiQue JSONL with paragraphs")
 def musique(options: Options) -> Dataset:
-    return Dataset("musique", iter_jsonl, parse_musique)
+    return Dataset("musique", iter_jsonl, parse_musique, decomposes=True,
+                   default_files=("musique/musique_ans_dev_sample.jsonl",))

@@ -49,4 +49,5 @@ def parse_popqa(record: Any, ctx: ParseContext) -> list[QAExample]:
 
 @DATASETS.register("popqa", summary="PopQA TSV, JSON or JSONL; optional ctxs")
 def popqa(options: Options) -> Dataset:
-    return Dataset("popqa", read_popqa, parse_popqa, exemplars="default")
+    return Dataset("popqa", read_popqa, parse_popqa, exemplars="default",
+                   default_files=("popqa/popqa.jsonl", "popqa/popqa_dev_300.jsonl"))

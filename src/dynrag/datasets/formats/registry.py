@@ -59,6 +59,12 @@ class Dataset:
     exemplars: str | None = None  # few-shot exemplar style; None: the dataset's own name
     decisions: DecisionScoring | None = None  # per-decision truth (a generated world), else None
     deeprag: DeepRAGLimits = DEEPRAG_LIMITS
+    decomposes: bool = False  # the parser fills QAExample.decomposition (gold sub-questions)
+    aliases: bool = False  # answers may be widened by an --aliases file (2WikiMultihopQA's entity aliases)
+    # DRAGIN's scorer, finding no "the answer is", scores the whole text (their 2WikiMultihopQA)
+    whole_text_fallback: bool = False
+    # Where the usual file sits under `reproduce --data-dir`, first found wins; () for none
+    default_files: tuple[str, ...] = ()
 
     @property
     def exemplar_style(self) -> str:
@@ -72,6 +78,11 @@ def dataset_spec(name: str) -> Dataset:
     """The registered format called ``name``: its ``name``, ``yes_no`` and exemplar style (an
     unknown name lists the choices)."""
     return DATASETS.open(name)
+
+
+def dataset_names(where: Callable[[Dataset], bool]) -> list[str]:
+    """The names of the registered datasets whose entry passes ``where`` (for messages)."""
+    return [entry.name for entry in DATASETS if where(dataset_spec(entry.name))]
 
 
 def deeprag_limits(name: str) -> DeepRAGLimits:

@@ -29,4 +29,5 @@ def parse_strategyqa(record: Any, ctx: ParseContext) -> list[QAExample]:
 
 @DATASETS.register("strategyqa", summary="StrategyQA JSON list; yes/no answers, facts as contexts")
 def strategyqa(options: Options) -> Dataset:
-    return Dataset("strategyqa", iter_json_array, parse_strategyqa, yes_no=True)
+    return Dataset("strategyqa", iter_json_array, parse_strategyqa, yes_no=True, decomposes=True,
+                   default_files=("strategyqa/strategyqa_train.json",))  # DRAGIN's code evaluates on StrategyQA train

@@ -54,4 +54,4 @@ WORLD_DECISIONS = DecisionScoring(world_record_fields, "retrieval_decisions", re
 
 @DATASETS.register("world", summary="a generated world's train/dev/test JSONL (dynrag world make)")
 def world(options: Options) -> Dataset:
-    return Dataset("world", iter_jsonl, parse_world, exemplars="musique", decisions=WORLD_DECISIONS)
+    return Dataset("world", iter_jsonl, parse_world, exemplars="musique", decisions=WORLD_DECISIONS, decomposes=True)

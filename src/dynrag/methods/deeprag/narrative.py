@@ -242,5 +242,5 @@ def base_model(model_name: str) -> str:
     except ConfigError:
         return model_name
     if spec.kind == "hf" and Path(spec.target).is_dir():
-        return f"hf:{Path(spec.target).resolve()}" + (f"#{spec.file}" if spec.file else "")
+        return ModelSpec.for_path(Path(spec.target).resolve(), spec.file).base
     return spec.base
