@@ -18,7 +18,9 @@ HITS = [Hit(f"p{i}", f"town {i}", f"the bridge of town {i} was built by the engi
         for i in range(4)]
 QUESTIONS = [f"who built the bridge of town {i} ?" for i in range(4)]
 # Low thresholds, so the tiny model's flat distributions make the dynamic methods retrieve.
-OPTIONS = {"dragin": {"theta": 0.01}, "flare": {"theta": 0.9}, "etc": {"theta": 0.0}}
+# SeaKR: few samples and steps, since what is compared is the batching, not the estimate.
+OPTIONS = {"dragin": {"theta": 0.01}, "flare": {"theta": 0.9}, "etc": {"theta": 0.0},
+           "seakr": {"samples": 3, "max_steps": 2, "max_step_tokens": 12}}
 
 
 class Recording:

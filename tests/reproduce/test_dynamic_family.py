@@ -233,6 +233,7 @@ def test_the_benchmarks_share_dragin_table2s_runs_and_show_its_cells(tmp_path):
                                 for ds in ("hotpotqa", "2wikimultihopqa")}
 
 
+@pytest.mark.slow  # trains or tunes end to end: the full suite's, not the quick loop's
 def test_a_tune_runs_the_rows_of_its_method_at_its_best_values(tmp_path):
     tuned = tune_dir(tmp_path, "reference")
     built: list = []

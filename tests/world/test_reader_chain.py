@@ -139,6 +139,7 @@ def test_a_bad_style_is_refused_naming_the_choices(tmp_path):
         parse_model(ReaderOptions, {"chain_length": 2}, "world reader")
 
 
+@pytest.mark.slow  # trains or tunes end to end: the full suite's, not the quick loop's
 def test_a_chain_reader_trains_records_its_style_and_refuses_another_on_the_same_out(tmp_path):
     model = save_tiny_llama(tmp_path / "tiny")
     out = tmp_path / "reader"
