@@ -12,6 +12,9 @@ the final answer, on every retrieval query and on every retrieval decision.
     # peak memory of one process per path (a question each), with and without the float32 copy
     .venv/bin/python benchmarks/bench_dragin_backends.py --data HOTPOT_DEV.json --memory
 
+With --record DIR the printed ratios, agreements and (with --memory) peak memories are also
+written as a systems result record in DIR (docs/results-records.md).
+
 Questions are HotpotQA's, retrieving with BM25 from the pooled context paragraphs of the loaded
 questions (as `eval --corpus contexts`), top 3. `paper` runs at its defaults; `reference` with
 the settings of `reproduce dragin-table2` on HotpotQA (the authors' released Llama2-13b-chat
@@ -80,7 +83,7 @@ def pooled_index(examples) -> BM25Index:
     return BM25Index.load(folder / "index", backend="numpy")
 
 
-def run_speed(args) -> None:
+def run_speed(args) -> list[tuple]:
     examples = list(load_examples("hotpotqa", args.data, limit=args.limit))
     index = pooled_index(examples)
     fast = load_lm(llama_spec(args.model), progress=False)
@@ -92,6 +95,7 @@ def run_speed(args) -> None:
     done = set()
     if out and out.exists():
         done = {(r["variant"], r["id"]) for r in map(json.loads, out.read_text().splitlines())}
+    figures: list[tuple] = []
     for variant in args.variant or ["paper"]:
         methods = {name: build_method("dragin", lm, index, variant_options(variant), builder) for name, lm in lms.items()}
         methods["flare on llama.cpp"] = build_method("flare", fast, index, {"k": 3}, builder)
@@ -116,13 +120,15 @@ def run_speed(args) -> None:
                 f"{n}={row[n]['seconds']:.1f}s" for n in methods), file=sys.stderr, flush=True)
         if out:
             rows = [r for r in map(json.loads, out.read_text().splitlines()) if r["variant"] == variant]
-        report(variant, args.model, rows, list(methods))
+        figures += report(variant, args.model, rows, list(methods))
+    return figures
 
 
-def report(variant: str, model: str, rows: list[dict], names: list[str]) -> None:
+def report(variant: str, model: str, rows: list[dict], names: list[str]) -> list[tuple]:
+    """Print one variant's speeds and agreements; returns them as a record's figures."""
     n = len(rows)
     if not n:
-        return
+        return []
     total = {name: sum(r[name]["seconds"] for r in rows) for name in names}
     tokens = {name: sum(r[name]["tokens"] for r in rows) for name in names}
     print(f"dragin variant={variant}, {model}, {n} HotpotQA questions, BM25 over their pooled paragraphs")
@@ -134,20 +140,39 @@ def report(variant: str, model: str, rows: list[dict], names: list[str]) -> None
     per_token = (total["llama.cpp"] / max(tokens["llama.cpp"], 1)) / (
         total["flare on llama.cpp"] / max(tokens["flare on llama.cpp"], 1))
     print(f"  dragin's time a generated token / flare's, both on llama.cpp: {per_token:.2f}")
+    on = f"{n} HotpotQA questions"
+    figures = [(f"{variant} variant s/question, {name}", total[name] / n, "s",
+                f"{1000 * total[name] / max(tokens[name], 1):.1f} ms a generated token; {on}") for name in names]
+    figures += [
+        (f"{variant} variant s/question, transformers ÷ llama.cpp", total["transformers"] / total["llama.cpp"], "x",
+         on),
+        (f"{variant} variant s/question, hybrid ÷ llama.cpp", total["hybrid"] / total["llama.cpp"], "x", on),
+        (f"{variant} variant time a generated token, dragin ÷ flare, both on llama.cpp", per_token, "x", on),
+    ]
     for name in ("llama.cpp", "hybrid"):
         same = sum(r[name]["final"] == r["transformers"]["final"] for r in rows)
         queries = sum(r[name]["queries"] == r["transformers"]["queries"] for r in rows)
         fired = sum(bool(r[name]["retrievals"]) == bool(r["transformers"]["retrievals"]) for r in rows)
         print(f"  {name} vs transformers: identical final answers {same}/{n}, identical retrieval queries "
               f"{queries}/{n}, same decision to retrieve at all {fired}/{n}")
+        # Shares, so runs of different lengths compare; the counts themselves go in the note.
+        figures += [(f"{variant} variant {name} vs transformers: {what}", count / n, "share", f"{count} of {n}")
+                    for what, count in (("identical final answers", same), ("identical retrieval queries", queries),
+                                        ("same decision to retrieve at all", fired))]
+    return figures
 
 
-def run_memory(args) -> None:
+def run_memory(args) -> list[tuple]:
     """Peak resident memory of a fresh process answering one question on each path."""
+    figures = []
     for path in ("llama.cpp", "hybrid", "transformers"):
         result = subprocess.run([sys.executable, __file__, "--data", args.data, "--model", args.model,
                                  "--memory-one", path], capture_output=True, text=True, check=True)
-        print(result.stdout.strip())
+        *shown, measured = result.stdout.strip().splitlines()  # the child's last line is its figure as JSON
+        print("\n".join(shown))
+        figures.append((f"dragin peak resident memory, {path}", json.loads(measured)["peak_gb"], "GB",
+                        "a fresh process answering one HotpotQA question, paper variant"))
+    return figures
 
 
 def run_memory_one(args) -> None:
@@ -164,6 +189,22 @@ def run_memory_one(args) -> None:
         examples[0].question)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
     print(f"  {args.model} dragin on {path:<13} peak resident memory {peak:5.2f} GB")
+    print(json.dumps({"peak_gb": peak}))
+
+
+def write_record(args, figures: list[tuple], started) -> None:
+    from dynrag.reproduce.systems_record import systems_id, write_systems_record
+
+    if args.memory:
+        setting, title = "memory", "peak resident memory of DRAGIN on transformers, llama.cpp and the hybrid"
+    else:
+        variants = args.variant or ["paper"]
+        setting = f"{'+'.join(variants)}-n{args.limit}"
+        title = (f"DRAGIN on llama.cpp against transformers and the former hybrid, {', '.join(variants)} "
+                 f"variant, {args.limit} HotpotQA questions")
+    write_systems_record(args.record, systems_id("bench-dragin-backends", args.model, setting),
+                         f"{title} ({args.model})", figures, started=started, models=[args.model],
+                         data=[args.data], corpus="contexts", datasets=["hotpotqa"])
 
 
 def main() -> None:
@@ -174,14 +215,18 @@ def main() -> None:
     ap.add_argument("--variant", action="append", choices=["paper", "reference"])
     ap.add_argument("--out", help="JSONL of each question's rows; a rerun resumes it")
     ap.add_argument("--memory", action="store_true", help="peak memory of each path instead of speed")
+    ap.add_argument("--record", metavar="DIR", help="also write the figures as a systems result record in DIR")
     ap.add_argument("--memory-one", choices=["llama.cpp", "hybrid", "transformers"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.memory_one:
         run_memory_one(args)
-    elif args.memory:
-        run_memory(args)
-    else:
-        run_speed(args)
+        return
+    from dynrag.reproduce.systems_record import Started
+
+    started = Started.now()
+    figures = run_memory(args) if args.memory else run_speed(args)
+    if args.record:
+        write_record(args, figures, started)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ Each model runs in a child process of its own, so the peak resident memory print
 model's (weights, caches and all). A row: spec, setting, EM, F1 (SQuAD-style on the extracted
 answer), seconds per question, peak RSS. `--json FILE` also writes the rows as JSON lines, each
 with its final answers in question order, so two backends' answers can be compared one by one.
+`--record DIR` writes the rows' EM, F1, seconds a question and peak memory as a systems result
+record in DIR (docs/results-records.md).
 """
 
 from __future__ import annotations
@@ -65,6 +67,35 @@ def run_one(spec: str, data: str, limit: int, settings: list[str], answer_style:
     return rows
 
 
+SETTINGS = {"gold": "gold paragraphs", "closed-book": "closed book"}
+
+
+def figures(rows: list[dict]) -> list[tuple]:
+    """Each row's EM, F1 and seconds a question, and each model's peak memory, as a record's
+    figures: named "EM, gold paragraphs, SPEC" and so on, one name per model and setting."""
+    out, peaks = [], {}
+    for row in rows:
+        where = f"{SETTINGS.get(row['setting'], row['setting'])}, {row['spec']}"
+        note = (f"n {row['n']}, prompt {row['style']}, answer {row['answer']}, reasoning {row['reasoning']}, "
+                f"{row['exemplars']} exemplars")
+        out += [(f"EM, {where}", row["em"], "EM", note), (f"F1, {where}", row["f1"], "F1", note),
+                (f"s/question, {where}", row["s_per_q"], "s", None)]
+        peaks[row["spec"]] = row["peak_rss_mib"]  # the child's peak: one a model, whatever the settings
+    return out + [(f"peak RSS, {spec}", peak, "MiB", "the model's own process") for spec, peak in peaks.items()]
+
+
+def write_record(args, rows: list[dict], started) -> None:
+    from dynrag.reproduce.systems_record import systems_id, write_systems_record
+
+    specs = list(dict.fromkeys(row["spec"] for row in rows))
+    setting = f"{args.answer}-{args.reasoning}-{args.exemplars}shot-n{args.limit}"
+    write_systems_record(
+        args.record, systems_id("bench-reader", args.models, setting),
+        f"Readers on HotpotQA with the gold paragraphs and closed book: {', '.join(specs) or 'none'}, "
+        f"first {args.limit} questions", figures(rows), started=started, models=specs, data=[args.data],
+        corpus="contexts", datasets=["hotpotqa"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True, help="HotpotQA JSON file (questions with their gold paragraphs)")
@@ -78,6 +109,7 @@ def main() -> None:
     ap.add_argument("--reasoning", choices=("chain", "brief"), default="chain",
                     help="what chat readers are asked to write first (the methods' reasoning option)")
     ap.add_argument("--json", help="also append each row to this JSON-lines file")
+    ap.add_argument("--record", metavar="DIR", help="also write the rows' figures as a systems result record in DIR")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the child process: one model, rows as JSON on stdout
     args = ap.parse_args()
     settings = args.settings.split(",")
@@ -85,6 +117,9 @@ def main() -> None:
         print(json.dumps(run_one(args.one, args.data, args.limit, settings, args.answer, args.exemplars,
                                  args.reasoning)))
         return
+    from dynrag.reproduce.systems_record import Started
+
+    started, finished = Started.now(), []
     print(f"HotpotQA, first {args.limit} questions; gold = the supporting paragraphs in the prompt; "
           f"answer {args.answer}, reasoning {args.reasoning}, {args.exemplars} exemplars", flush=True)
     print(f"{'model':<52}{'style':<7}{'setting':<13}{'EM':>7}{'F1':>7}{'s/q':>7}{'peak MiB':>10}", flush=True)
@@ -99,9 +134,12 @@ def main() -> None:
         for row in json.loads(child.stdout.strip().splitlines()[-1]):
             print(f"{row['spec']:<52}{row['style']:<7}{row['setting']:<13}{row['em']:>7.3f}{row['f1']:>7.3f}"
                   f"{row['s_per_q']:>7.2f}{row['peak_rss_mib']:>10.0f}", flush=True)
+            finished.append(row)
             if args.json:
                 with open(args.json, "a", encoding="utf-8") as out:
                     out.write(json.dumps(row) + "\n")
+    if args.record:
+        write_record(args, finished, started)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ in a fresh child process, so its peak RSS (ru_maxrss) is its own:
   q/s at k = 3 and 10 through _msearch in batches of 16, and the server's peak RSS (VmHWM).
 
 Growth is fitted as y = a * N^e on the measured sizes (e < 1: sublinear) and extrapolated to 21M.
+`--record DIR` (with a run or with --merge) also writes the per-size figures, the exponents and the
+21M extrapolations as a systems result record in DIR (docs/results-records.md).
 """
 
 from __future__ import annotations
@@ -41,6 +43,16 @@ import numpy as np
 
 TARGET = 21_015_324  # passages in DPR's psgs_w100.tsv
 DIM = 384
+
+# The bm25 quantities fitted over the sizes: label, row key, unit at 21M, scale to that unit.
+FITTED = (
+    ("build peak RSS", "peak_rss_mb", "GB", 1 / 1024),
+    ("build wall time", "seconds", "h", 1 / 3600),
+    ("index on disk", "disk_bytes", "GiB", 1 / 2**30),
+    ("search peak RSS", "search_peak_rss_mb", "GB", 1 / 1024),
+    ("q/s k=10 numba", "search_qps_numba_k10", "q/s", 1),
+    ("q/s k=10 numpy", "search_qps_numpy_k10", "q/s", 1),
+)
 
 
 def peak_rss_mb() -> float:
@@ -292,14 +304,7 @@ def report(args, bm25_rows, dense, os_row, load_start, load: str | None = None) 
         out += ["", f"Fitted y = a·N^e over {', '.join(f'{s:,}' for s in sizes)} passages, and the cost per passage "
                 f"between the two largest continued (y = c + b·N; for q/s, on seconds per query), to {TARGET:,}:", ""]
         out += ["| quantity | exponent e | at 21M (power law) | at 21M (c + b·N) |", "| --- | ---: | ---: | ---: |"]
-        for label, key, unit, scale in (
-            ("build peak RSS", "peak_rss_mb", "GB", 1 / 1024),
-            ("build wall time", "seconds", "h", 1 / 3600),
-            ("index on disk", "disk_bytes", "GiB", 1 / 2**30),
-            ("search peak RSS", "search_peak_rss_mb", "GB", 1 / 1024),
-            ("q/s k=10 numba", "search_qps_numba_k10", "q/s", 1),
-            ("q/s k=10 numpy", "search_qps_numpy_k10", "q/s", 1),
-        ):
+        for label, key, unit, scale in FITTED:
             values = [r[key] for r in bm25_rows]
             e, at = fit(sizes, values)
             line = marginal(sizes, values, rate=unit == "q/s")
@@ -328,7 +333,65 @@ def report(args, bm25_rows, dense, os_row, load_start, load: str | None = None) 
     return "\n".join(out) + "\n"
 
 
-def merged_report(args, files: list[str]) -> str:
+def figures(bm25_rows, dense, os_row) -> list[tuple]:
+    """What the report prints, as a record's figures: per size the ingest rate, build memory, disk
+    and search rates; over the sizes each fitted exponent and its 21M value both ways; the dense
+    encode and search rates; the OpenSearch row. Names carry the size, so they stay the same from
+    one run to the next at the same sizes."""
+    out = []
+    for r in bm25_rows:
+        at = f"{r['size']:,} passages"
+        out += [(f"bm25 ingest rate at {at} (CPU)", r["passages"] / r["cpu"], "passages/s",
+                 f"{r['passages'] / r['seconds']:,.0f} by wall clock"),
+                (f"bm25 build peak RSS at {at}", r["peak_rss_mb"], "MB", None),
+                (f"bm25 index on disk at {at}", r["disk_bytes"] / 2**30, "GiB", None),
+                (f"bm25 search at {at}, k 10, numba", r["search_qps_numba_k10"], "queries/s", None),
+                (f"bm25 search at {at}, k 10, numpy", r["search_qps_numpy_k10"], "queries/s", None)]
+    sizes = [r["size"] for r in bm25_rows]
+    if len(sizes) > 1:  # one size fits no curve
+        over = f"over {', '.join(f'{s:,}' for s in sizes)} passages"
+        for label, key, unit, scale in FITTED:
+            values = [r[key] for r in bm25_rows]
+            e, at = fit(sizes, values)
+            line = marginal(sizes, values, rate=unit == "q/s")
+            out += [(f"bm25 {label} growth exponent", e, "exponent", over),
+                    (f"bm25 {label} at 21M, power law", at * scale, unit, f"an extrapolation {over}, not a run"),
+                    (f"bm25 {label} at 21M, cost per passage continued", line * scale, unit,
+                     "the two largest sizes' cost per passage continued; an extrapolation, not a run")]
+    if dense:
+        enc = dense["encode"]
+        out.append(("dense encode rate, packaged all-MiniLM-L6-v2", enc["rate"], "passages/s",
+                    f"{enc['passages']:,} passages, torch {enc['threads']} threads"))
+        for r in dense["search"]:
+            at = f"{r['size']:,} vectors"
+            out.append((f"dense exact numpy search at {at}, k 10", r["qps_exact_numpy_k10"], "queries/s", None))
+            if "qps_faiss_flat_k10" in r:
+                out.append((f"dense faiss IndexFlatIP search at {at}, k 10", r["qps_faiss_flat_k10"], "queries/s",
+                            None))
+    if os_row:
+        at = f"{os_row['size']:,} passages"
+        out += [(f"opensearch ingest rate at {at}", os_row["passages"] / os_row["seconds"], "passages/s",
+                 "osmem-server on loopback"),
+                (f"opensearch server peak RSS at {at}", os_row["server_peak_rss_mb"] or math.nan, "MB", None),
+                (f"opensearch search at {at}, k 10", os_row["qps_k10"], "queries/s", None),
+                (f"opensearch top-10 overlap with bm25s at {at}", os_row.get("top10_overlap_with_bm25s", math.nan),
+                 "share", None)]
+    return out
+
+
+def write_record(args, bm25_rows, dense, os_row, started) -> None:
+    from dynrag.reproduce.systems_record import systems_id, write_systems_record
+
+    sizes = "+".join(f"{r['size']}" for r in bm25_rows) or "no-bm25"
+    parts = "merged" if args.merge else args.parts.replace(",", "+")
+    write_systems_record(
+        args.record, systems_id("bench-scale", parts, sizes),
+        f"Scale curves on resampled 100-word passages ({parts}; bm25 sizes {sizes.replace('+', ', ')})",
+        figures(bm25_rows, dense, os_row), started=started,
+        data=[args.questions] if args.questions else [], corpus=Path(args.corpus).name if args.corpus else None)
+
+
+def merged(files: list[str]) -> tuple[list[dict], dict | None, dict | None]:
     rows: dict[int, dict] = {}
     dense = os_row = None
     for name in files:
@@ -336,8 +399,7 @@ def merged_report(args, files: list[str]) -> str:
         rows.update({r["size"]: r for r in raw.get("bm25") or []})
         dense = raw.get("dense") or dense
         os_row = raw.get("opensearch") or os_row
-    bm25_rows = [rows[size] for size in sorted(rows)]
-    return report(args, bm25_rows, dense, os_row, "", f"Merged from {', '.join(files)} (their loads: see each step)")
+    return [rows[size] for size in sorted(rows)], dense, os_row
 
 
 def main() -> None:
@@ -354,14 +416,22 @@ def main() -> None:
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="report earlier runs' bench_scale.json files together (a later file's row for a size "
                          "replaces an earlier one's), fitting over every size: for a sweep split into steps")
+    ap.add_argument("--record", metavar="DIR", help="also write the figures as a systems result record in DIR")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("child_args", nargs="?", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(CHILDREN[args.child](*json.loads(args.child_args))))
         return
+    from dynrag.reproduce.systems_record import Started
+
+    started = Started.now()
     if args.merge:
-        print(merged_report(args, args.merge))
+        bm25_rows, dense, os_row = merged(args.merge)
+        print(report(args, bm25_rows, dense, os_row, "",
+                     f"Merged from {', '.join(args.merge)} (their loads: see each step)"))
+        if args.record:
+            write_record(args, bm25_rows, dense, os_row, started)
         return
     if not args.corpus or not args.questions:
         ap.error("--corpus and --questions are required (unless --merge)")
@@ -376,6 +446,8 @@ def main() -> None:
     raw = {"bm25": bm25_rows, "dense": dense, "opensearch": os_row}
     (Path(args.scratch) / "bench_scale.json").write_text(json.dumps(raw, indent=1))
     print(text)
+    if args.record:
+        write_record(args, bm25_rows, dense, os_row, started)
 
 
 if __name__ == "__main__":
