@@ -151,6 +151,9 @@ def test_reproduce_with_results_writes_a_valid_record(tmp_path):
     (written,) = load_records(tmp_path / "cli-results")
     assert {r.key for r in written.rows} == {"dragin", "flare", "single"} and written.claims
     assert written.provenance.command  # sys.argv joined (here the test runner's)
+    # --no-run only renders: the wall time is the rows' own (their timing.json), the load unknown
+    row_walls = [summary["wall_seconds"] for summary in report["results"].values() if summary]
+    assert written.provenance.wall_s == round(sum(row_walls), 1) and written.provenance.load is None
 
 
 def test_tables_that_answer_in_their_own_loop_refuse_results(tmp_path):

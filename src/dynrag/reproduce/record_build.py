@@ -116,6 +116,13 @@ def table_record(report: dict[str, Any], lines: Sequence[str], context: RunConte
                           n=d.n, p=d.p, difference=d.difference, verdict=d.verdict) for d in decided_in(lines)]
     corpus = corpus_name(req)
     data, data_sha = data_files(req, found)
+    wall_s, load = round(context.wall_s, 1), load_text(context.load_start, context.load_end)
+    if not req.run:
+        # --no-run only renders: the figures cost what their rows took (each run's timing.json,
+        # every session), and the load while they ran was not seen by this command.
+        walls = [s.get("wall_seconds") for s in report["results"].values() if s]
+        wall_s = round(sum(walls), 1) if walls and all(isinstance(w, (int, float)) for w in walls) else None
+        load = None
     model = model_name(spec)
     return ResultRecord(
         id=record_id(table, req, model, datasets, corpus), kind="table", table=table.name,
@@ -124,6 +131,5 @@ def table_record(report: dict[str, Any], lines: Sequence[str], context: RunConte
         published=published_beside(table, rows), claims=claims,
         provenance=Provenance(commit=git_commit(), command=context.command, model=str(spec),
                               model_sha256=model_sha256(spec), data=data, data_sha256=data_sha, corpus=corpus,
-                              load=load_text(context.load_start, context.load_end), machine=machine(),
-                              wall_s=round(context.wall_s, 1), date=today()),
+                              load=load, machine=machine(), wall_s=wall_s, date=today()),
     )
