@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dynrag.classify import QueryClassifier
+from dynrag.io.files import file_sha256
 from dynrag.reproduce import bestpractice_table1 as table1
 from dynrag.reproduce.catalog import table_names
 from dynrag.world.entities import generate
@@ -135,7 +136,7 @@ def test_every_part_scored_written_and_read_back_on_a_rerun(setup, world, monkey
 
 
 def _digest(world: Path) -> str:
-    return table1.sha256(world / "test.jsonl")[:12]
+    return file_sha256(world / "test.jsonl")[:12]
 
 
 def test_limit_takes_the_first_questions_of_each_dataset(setup):
