@@ -159,11 +159,44 @@ def test_reproduce_with_results_writes_a_valid_record(tmp_path):
 def test_tables_that_answer_in_their_own_loop_refuse_results(tmp_path):
     from tests.cli_inprocess import run_in_process
 
-    result = run_in_process("reproduce", "bestpractice-table2", "--no-run", "--results", tmp_path / "r",
+    result = run_in_process("reproduce", "bestpractice-table1", "--no-run", "--results", tmp_path / "r",
                             "--out", tmp_path / "runs")
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "--results: bestpractice-table2 writes no result record yet" in result.stderr
+    assert "--results: bestpractice-table1 writes no result record yet" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_a_retrieval_table_takes_results_and_writes_nothing_without_a_finished_row(tmp_path):
+    from tests.cli_inprocess import run_in_process
+
+    result = run_in_process("reproduce", "bestpractice-table2", "--no-run", "--results", tmp_path / "r",
+                            "--out", tmp_path / "runs", "--data-dir", tmp_path / "none")
+    assert "Traceback" not in result.stderr and "writes no result record" not in result.stderr
+    assert "no record written" in result.stderr and not (tmp_path / "r").exists()
+
+
+def test_a_retrieval_table_run_writes_a_record_of_its_rows(tmp_path):
+    from dynrag.reproduce.claims import Claim
+    from dynrag.reproduce.record_build import RunContext, retrieval_record
+    from dynrag.reproduce.records import load_record, write_record
+    from dynrag.reproduce.retrieval_tables import RetrievalRow
+    from tests.reproduce.test_retrieval_tables import run, tiny_table
+
+    table = tiny_table([RetrievalRow("bm25", "BM25", "bm25"), RetrievalRow("bm25b", "BM25 again", "bm25")])
+    table.claims = [Claim("the same ranks the same", "bm25", "bm25b", "mrr@10")]
+    report = run(tmp_path, table)
+    record = retrieval_record(report, RunContext("dynrag reproduce tiny", 1.25, None, None))
+    loaded = load_record(write_record(tmp_path / "results", record))
+    assert loaded == record and loaded.table == "tiny" and loaded.datasets == ["hotpotqa"]
+    assert [(r.dataset, r.key, r.n) for r in loaded.rows] == [("hotpotqa", "bm25", 2), ("hotpotqa", "bm25b", 2)]
+    scores = report["results"][("hotpotqa", "bm25")]["table_scores"]
+    assert loaded.rows[0].cells == scores and set(scores) == {"r@1", "mrr@10", "words@1"}
+    assert loaded.published_group is None and loaded.published == {}  # "tiny" has no typed cells
+    (claim,) = loaded.claims
+    assert (claim.dataset, claim.test, claim.n, claim.verdict, claim.difference) == \
+        ("hotpotqa", "paired permutation", 2, "undetermined", 0.0)
+    assert loaded.provenance.wall_s == 1.2 or loaded.provenance.wall_s == 1.3
+    assert loaded.provenance.data_sha256 and loaded.reader is None and loaded.corpus == "contexts"
 
 
 def test_world_claim_lines_carry_their_decisions_unchanged_in_print():

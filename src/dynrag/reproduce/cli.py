@@ -20,6 +20,16 @@ TABLE_HELP = ("dragin-table2 | dragin-table3 | dragin-table4 | dragin-table5 | d
               "bestpractice-figure3")
 
 
+def _write_record(directory: Path, record, err: Console) -> None:
+    """Write a run's result record into ``directory`` (`--results`), unless no row has a result."""
+    from dynrag.reproduce.records import write_record
+
+    if record.rows:
+        err.print(f"Result record: {write_record(directory, record)}", highlight=False)
+    else:  # a record of nothing would only hide the table's published cells on the page
+        err.print("[yellow]--results: no row has a result yet; no record written[/yellow]")
+
+
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("reproduce")
     def reproduce_command(
@@ -51,7 +61,6 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.reproduce.runs import ReproduceRequest, reproduce
             from dynrag.reproduce.provenance import load_average
             from dynrag.reproduce.record_build import RunContext, table_record
-            from dynrag.reproduce.records import write_record
             from dynrag.reproduce.render import render_lines
             from dynrag.reproduce.catalog import RETRIEVAL_TABLES, TABLES, table_names
             from dynrag.io.files import atomic_write_text
@@ -62,9 +71,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             if workers.strip() != "1" and (table in own_loop or table in RETRIEVAL_TABLES):
                 raise ConfigError(f"--workers: {table} does not answer through eval runs, so it has no workers to "
                                   "give; the QA tables and `reproduce world` take it")
-            if results is not None and (table in own_loop or table in RETRIEVAL_TABLES):
-                raise ConfigError(f"--results: {table} writes no result record yet; the QA tables and `reproduce "
-                                  "world` do")
+            if results is not None and table in own_loop:
+                raise ConfigError(f"--results: {table} writes no result record yet; the QA tables, the retrieval "
+                                  "tables and `reproduce world` do")
             if table == "bestpractice-figure3":
                 from dynrag.reproduce.bestpractice_figure3 import figure3_command
 
@@ -104,8 +113,15 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                     data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run,
                 )
                 spec = RETRIEVAL_TABLES.open(table, req.options)
+                started, load_start = time.monotonic(), load_average()
                 report = reproduce_retrieval(spec, req, console=err, progress=progress and err.is_terminal)
                 text = render_retrieval(report)
+                if results is not None:
+                    from dynrag.reproduce.record_build import retrieval_record
+
+                    context = RunContext(shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                                         time.monotonic() - started, load_start, load_average())
+                    _write_record(results, retrieval_record(report, context), err)
                 picture = (write.with_suffix(".png") if write is not None else Path(out) / "retrieval" / table / f"{table}.png")
                 if plot_sweep(report, picture):
                     text += f"\nPlot: {picture}\n"
@@ -129,11 +145,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 if results is not None:
                     context = RunContext(shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
                                          time.monotonic() - started, load_start, load_average())
-                    record = table_record(report, lines, context)
-                    if record.rows:
-                        err.print(f"Result record: {write_record(results, record)}", highlight=False)
-                    else:  # a record of nothing would only hide the table's published cells on the page
-                        err.print("[yellow]--results: no row has a result yet; no record written[/yellow]")
+                    _write_record(results, table_record(report, lines, context), err)
             if write is not None:
                 atomic_write_text(write, text)
             sys.stdout.write(text)

@@ -133,3 +133,55 @@ def table_record(report: dict[str, Any], lines: Sequence[str], context: RunConte
                               model_sha256=model_sha256(spec), data=data, data_sha256=data_sha, corpus=corpus,
                               load=load, machine=machine(), wall_s=wall_s, date=today()),
     )
+
+
+def retrieval_record(report: dict[str, Any], context: RunContext) -> ResultRecord:
+    """The record of a retrieval-only table (``reproduce_retrieval``'s report): per dataset and row
+    its ranking figures as fractions (words@K as words), the paper's typed cells of those rows, and
+    the paper's claims decided per dataset as ``render_retrieval`` prints them."""
+    from dynrag.lm.loader import resolve_model
+    from dynrag.lm.spec import ModelSpec
+    from dynrag.reproduce.claims import decide
+
+    table, req, results = report["table"], report["request"], report["results"]
+    settings = report["settings"]
+    found = {ds: Path(p) for ds, p in (report.get("data") or {}).items() if ds in report["found"]}
+    datasets = [ds for ds in report["found"] if ds in found]
+    rows = [Row(dataset=ds, key=r.key, label=r.label, n=summary.get("n"),
+                cells={k: float(v) for k, v in summary.get("table_scores", {}).items() if isinstance(v, (int, float))})
+            for ds in datasets for r in table.rows
+            if (summary := results.get((ds, r.key))) and "error" not in summary]
+    known, claims = load_ledger().ids(), []
+    for ds in datasets:
+        for claim in table.claims:
+            scores = [{q: s[claim.metric] for q, s in (results.get((ds, key)) or {}).get("question_scores", {}).items()
+                       if claim.metric in s} for key in (claim.better, claim.worse)]
+            if scores[0] and scores[1]:
+                v = decide(claim, *scores)
+                claims.append(ClaimResult(claim=claim.ledger if claim.ledger in known else None, text=claim.text,
+                                          dataset=ds, test="paired permutation", n=v.n, p=v.p,
+                                          difference=v.difference, verdict=v.verdict))
+    spec = ModelSpec.parse(resolve_model(req.model))
+    uses_model = table.needs_model or bool(table.reads and settings.reader)
+    typed = published()["tables"].get(table.name, {}).get("cells", {})
+    group = "paper" if "paper" in typed else None
+    keys = {(row.dataset, row.key) for row in rows}
+    shown = {ds: {key: dict(cells) for key, cells in typed[group].get(ds, {}).items() if (ds, key) in keys}
+             for ds in datasets} if group else {}
+    corpus = "contexts" + (f"+{Path(settings.distractors).name}" if settings.distractors else "")
+    data, data_sha = data_files(req, found)
+    wall_s, load = round(context.wall_s, 1), load_text(context.load_start, context.load_end)
+    if not req.run:  # --no-run only reads finished rows back: this command's time is not theirs
+        wall_s, load = None, None
+    model = model_name(spec) if uses_model else "retrieval"
+    return ResultRecord(
+        id=record_id(table, req, model, datasets, corpus), kind="table", table=table.name,
+        title=f"{table.title} ({', '.join(datasets) or 'no data'}, {f'first {req.limit}' if req.limit else 'all'} "
+              "questions; fractions)", reader=str(spec) if uses_model else None,
+        datasets=datasets, corpus=corpus, rows=rows, published_group=group,
+        published={ds: cells for ds, cells in shown.items() if cells}, claims=claims,
+        provenance=Provenance(commit=git_commit(), command=context.command, model=str(spec) if uses_model else None,
+                              model_sha256=model_sha256(spec) if uses_model else None, data=data,
+                              data_sha256=data_sha, corpus=corpus, load=load, machine=machine(), wall_s=wall_s,
+                              date=today()),
+    )

@@ -88,7 +88,7 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
             results[(ds, row.key)] = summary
     cost = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started}
     return {"table": table, "results": results, "missing": missing, "request": req, "found": list(found), "cost": cost,
-            "settings": settings}
+            "settings": settings, "data": found}
 
 
 def _setting(req: ReproduceRequest, distractors: str | None) -> str:
