@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dynrag.eval.significance import ALPHA
 from dynrag.reproduce.tables import RunSpec, records_of
 
-ALPHA = 0.05
 RESAMPLES = 9_999
 
 
