@@ -50,6 +50,7 @@ def test_index_out_on_a_read_only_disk(tmp_path, corpus):
     one_line_error(r.stderr, str(tmp_path / "m" / "idx"), "Read-only file system")
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_index_rebuild_on_a_full_disk_keeps_the_old_index(tmp_path, corpus):
     small = tmp_path / "small.jsonl"
     small.write_text(json.dumps({"id": "a", "title": "A", "text": "the alpha bridge"}) + "\n")

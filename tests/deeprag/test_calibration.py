@@ -80,6 +80,7 @@ def knowing_search(tmp_path, tiny_model_dir, questions: int) -> tuple[SynthReque
     return synth, Models(knowing_model(founders), None, index)
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_calibration_end_to_end_prefers_the_chosen_decisions_more_after_training(tmp_path, tiny_model_dir):
     synth, search = knowing_search(tmp_path, tiny_model_dir, 8)
     out = tmp_path / "coc"

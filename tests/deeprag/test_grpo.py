@@ -112,6 +112,7 @@ def request(tmp_path, tiny_model_dir, **options):
     return GrpoRequest("2wikimultihopqa", data, tmp_path / "grpo", f"hf:{tiny_model_dir}", options=opts)
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_two_step_run_interrupted_then_resumed_writes_each_step_and_rollout_once(tmp_path, tiny_model_dir, monkeypatch):
     retriever = FakeRetriever([Hit("p1", "Ada Byrne", "Ada Byrne was born in Tessaly.", 1.0)])
     req = request(tmp_path, tiny_model_dir)

@@ -48,6 +48,7 @@ def test_a_dev_question_that_is_also_trained_on_is_refused():
     refuse_overlap(DevCheck([question(1)], 1), [question(2)])
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_a_run_killed_during_a_check_resumes_it_and_writes_each_checked_step_once(tmp_path, tiny_model_dir, monkeypatch):
     retriever = FakeRetriever([Hit("p1", "Ada Byrne", "Ada Byrne was born in Tessaly.", 1.0)])
     train = write_wiki(tmp_path / "train.json", 4)
@@ -85,6 +86,7 @@ def test_other_dev_questions_in_the_same_out_are_refused(tmp_path):
         grpo_dev.DevLog(tmp_path, DevCheck([question(2)], 1))
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_train_grpo_takes_its_dev_check_from_the_command_line(tmp_path, tiny_model_dir):
     train = write_wiki(tmp_path / "train.json", 2)
     common = ["train", "grpo", "--model", f"hf:{tiny_model_dir}", "--dataset", "2wikimultihopqa", "--data", train,

@@ -1,6 +1,8 @@
 """`synth --batch N`: questions searched at once over one batching model give the records one at
 a time gives, each written once."""
 
+import pytest
+
 from dynrag.deeprag.synth import Models, run_synth
 from dynrag.io.jsonl import read_jsonl
 from tests.deeprag.test_synth import bench, request  # noqa: F401 - the fixture
@@ -11,6 +13,7 @@ def without_timings(records):
     return sorted(({k: v for k, v in r.items() if k != "seconds"} for r in records), key=lambda r: r["id"])
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_batched_synthesis_writes_the_records_of_one_at_a_time(tmp_path, bench):  # noqa: F811
     data, index = bench
     alone = run_synth(request(tmp_path / "a", data, max_steps=2, limit=4), progress=False,

@@ -60,6 +60,7 @@ def test_questions_run_on_the_workers_and_the_coordinator_writes_each_once(clust
     assert again == summary and len(started(log)) == 8
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_a_worker_killed_mid_run_loses_no_question_and_duplicates_none(cluster, tmp_path):
     rows = fx.qa_rows(10)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)

@@ -78,6 +78,7 @@ def test_two_worker_processes_answer_every_question_once(tmp_path):
     assert summary["support_recall"] == 1.0
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_a_worker_killed_mid_question_is_replaced_and_its_question_asked_again(tmp_path):
     rows = fx.qa_rows(10)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
@@ -117,6 +118,7 @@ def test_a_question_that_kills_every_worker_stops_the_run_naming_it(tmp_path):
     assert sorted(q for _, q in started(log)) == sorted(r["question"] for r in rows if r["id"] not in saved)
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_an_exception_in_a_worker_is_raised_by_the_coordinator(tmp_path):
     rows = fx.qa_rows(4)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)

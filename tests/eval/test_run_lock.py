@@ -97,6 +97,7 @@ def started_run(tmp_path, n):
     return data, out, proc
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_second_eval_on_the_same_out_fails_at_once_naming_the_holder(tmp_path):
     data, out, first = started_run(tmp_path, 8)
     try:

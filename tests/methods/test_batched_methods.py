@@ -76,7 +76,13 @@ def answers(name, lm, threads):
     return out
 
 
-@pytest.mark.parametrize("name", method_names())
+def batched_cases():
+    """Methods that sample many continuations per decision cost seconds even on the tiny model."""
+    return [pytest.param(n, marks=pytest.mark.slow) if method_traits(n).needs_hidden_states else n
+            for n in method_names()]
+
+
+@pytest.mark.parametrize("name", batched_cases())
 def test_batched_answers_equal_one_question_at_a_time(name):
     alone = Recording(tiny_llama_lm(seed=3))
     expected = answers(name, alone, threads=False)

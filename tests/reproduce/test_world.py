@@ -126,6 +126,7 @@ def test_reproduce_world_runs_the_test_split_over_the_worlds_index(tmp_path, wor
     assert again == []  # resumed: every run finished
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_both_checkpoints_add_the_stage_rows_and_the_stage_claim(tmp_path, world):
     specs = checkpoints(tmp_path, "imi", "coc")
     built: list = []

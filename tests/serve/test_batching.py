@@ -77,6 +77,7 @@ def tiny(tmp_path_factory):
         yield Served(port, None)
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_concurrent_requests_get_what_they_get_one_at_a_time(tiny):
     status = queue_of(tiny)
     assert status["batch"] == 4 and status["capacity"] == 8 and status["running"] == 0
