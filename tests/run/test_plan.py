@@ -11,7 +11,7 @@ from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError, DataError
 from dynrag.eval.runner import eval_config
 from dynrag.retrieval.bm25 import BM25Index
-from dynrag.run.plan import make_plan, plan_from_saved
+from dynrag.run.plan import make_plan, plan_from_saved, search_retriever
 from tests.eval import fixtures as fx
 
 
@@ -129,3 +129,15 @@ def test_a_files_old_k_key_reads_as_cutoffs_with_a_warning(tmp_path, capsys):
     assert load_run_config(path, {}).cutoffs == [1, 5]
     err = capsys.readouterr().err
     assert "key 'k' is now 'cutoffs'" in err and err.count("\n") == 1
+
+
+def test_a_search_outside_the_run_loop_gets_its_retriever_from_the_planner():
+    """Synthesis and GRPO search in their own loops; the planner still names and types their retriever."""
+    default = search_retriever(None, {})
+    assert (default.name, default.options, default.index) == ("bm25", {}, None)
+    hybrid = search_retriever("hybrid", {"alpha": "0.25"})
+    assert hybrid.options == {"alpha": 0.25} and isinstance(hybrid.options["alpha"], float)
+    with pytest.raises(ConfigError, match="--retriever-option"):
+        search_retriever("hybrid", {"no_such_option": 1})
+    with pytest.raises(ConfigError, match="opensearch"):  # an unknown name lists the choices
+        search_retriever("bm26", {})

@@ -112,10 +112,10 @@ def load_training_questions(req: GrpoRequest, console: Console) -> tuple[list[QA
 
 def open_retriever(req: GrpoRequest, examples: list[QAExample], console: Console, progress: bool) -> Retriever:
     from dynrag.run.assemble import open_plan_retriever
-    from dynrag.run.plan import RetrieverPlan
+    from dynrag.run.plan import search_retriever
 
     index = corpus_index(req.corpus, Path(req.out), examples, console, progress)
-    return open_plan_retriever(RetrieverPlan(req.retriever, req.retriever_options), index, work_dir=Path(req.out),
+    return open_plan_retriever(search_retriever(req.retriever, req.retriever_options), index, work_dir=Path(req.out),
                                progress=progress)
 
 

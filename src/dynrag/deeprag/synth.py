@@ -114,10 +114,9 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
         raise ConfigError(f"--shots must be between 0 and {len(load_exemplars())} (got {req.shots})")
     # The checks `dynrag eval` plans with: aliases, retriever options, corpus identity, data file, model.
     check_aliases(req.aliases, spec.name)
-    from dynrag.retrieval.factory import given_options
+    from dynrag.run.plan import search_retriever
 
-    retriever = req.retriever or "bm25"
-    retriever_options = given_options(retriever, parse_pairs(req.retriever_options, "--retriever-option"), "--retriever-option")
+    retriever_plan = search_retriever(req.retriever, parse_pairs(req.retriever_options, "--retriever-option"))
     _, corpus, corpus_sha = corpus_identity(req.corpus)
     data = check_data_file(Path(req.data), spec.name)
     model = resolve_model(req.model)
@@ -139,8 +138,8 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
         "shots": req.shots,
         "corpus": corpus,
         "corpus_sha256": corpus_sha,
-        "retriever": retriever,
-        "retriever_options": retriever_options,
+        "retriever": retriever_plan.name,
+        "retriever_options": retriever_plan.options,
         "select": req.select,
         "seed": req.seed if req.select == "random" else None,
         "keep": req.keep,
@@ -258,10 +257,10 @@ class Models:
 def load_models(config: dict[str, Any], examples: list[QAExample], out: Path, console: Console, progress: bool) -> Models:
     from dynrag.lm import load_lm
     from dynrag.run.assemble import open_plan_retriever
-    from dynrag.run.plan import RetrieverPlan
+    from dynrag.run.plan import search_retriever
 
     index_dir = corpus_index(config["corpus"], out, examples, console, progress)
-    choice = RetrieverPlan(config["retriever"], config["retriever_options"])
+    choice = search_retriever(config["retriever"], config["retriever_options"])
     retriever = open_plan_retriever(choice, index_dir, work_dir=out, progress=progress)
     teacher = None
     if teacher_kind(config["teacher"]) == "model" and config["teacher"] != config["model"]:

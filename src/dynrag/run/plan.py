@@ -14,6 +14,7 @@ handed one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from dynrag.run.checks import DatasetPlan, check_dataset, corpus_identity, serve
 
 Command = Literal["ask", "serve", "eval", "eval-retrieval"]
 DEFAULT_METHOD = "single"
+DEFAULT_RETRIEVER = "bm25"  # eval-retrieval, synthesis and GRPO when no --retriever is given
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,16 @@ def _retriever(config: RunConfig, method: MethodPlan, command: Command) -> Retri
     return RetrieverPlan(name, options, config.index if needs_index else None)
 
 
+def search_retriever(name: str | None, given: Mapping[str, Any], flag: str = "--retriever-option") -> RetrieverPlan:
+    """The retriever of a job that searches outside a run's question loop (DeepRAG's tree search,
+    GRPO's rollouts): the default name when none is given, and the options checked and typed as a
+    run's are, errors naming ``flag``. The job opens it over the index it builds or is given."""
+    from dynrag.retrieval.factory import given_options
+
+    chosen = name or DEFAULT_RETRIEVER
+    return RetrieverPlan(chosen, given_options(chosen, given, flag))
+
+
 def _retriever_options(name: str, config: RunConfig) -> dict[str, Any]:
     """As given, typed, defaults left out: what a run records."""
     return section_options(config, "retriever_options", name).model_dump(exclude_unset=True)
@@ -197,7 +209,7 @@ def _eval_corpus(config: RunConfig, name: str, options: dict[str, Any], needs_in
 
 def _retrieval_eval_plan(config: RunConfig) -> RunPlan:
     require(config, "dataset", "data", "out")
-    name = config.retriever or "bm25"
+    name = config.retriever or DEFAULT_RETRIEVER
     options = _retriever_options(name, config)
     if RetrieverPlan(name, options).traits.needs_index:
         index, _, _ = corpus_identity(config.corpus or "contexts")  # a bad --corpus fails before the questions are read
@@ -257,5 +269,5 @@ def saved_retriever(config: dict[str, Any]) -> RetrieverPlan | None:
 
 __all__ = [
     "Command", "DatasetPlan", "Execution", "MethodPlan", "RetrievalEval", "RetrieverPlan", "RunPlan",
-    "make_plan", "plan_from_saved", "saved_retriever",
+    "make_plan", "plan_from_saved", "saved_retriever", "search_retriever",
 ]
