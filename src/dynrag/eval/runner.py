@@ -276,7 +276,7 @@ def run_scorer(config: dict[str, Any]) -> Scorer:
 def check_baseline(baseline: Path, config: dict[str, Any], examples: list[QAExample] | None = None) -> dict[str, Any]:
     """``--baseline``: a no-retrieval eval run of the same base model on the same data, sharing
     questions with this one (what the model knows on its own); its config."""
-    from dynrag.methods.deeprag.narrative import base_model
+    from dynrag.lm.lineage import base_model
 
     base_config = read_eval_config(baseline, f"--baseline {baseline}")
     for key in ("dataset", "data_sha256"):

@@ -18,7 +18,7 @@ import torch
 
 from dynrag.errors import ConfigError, DynragError, json_error
 from dynrag.io.files import atomic_write_json, fsync_dir
-from dynrag.methods.deeprag.narrative import CHECKPOINT_META
+from dynrag.lm.lineage import CHECKPOINT_META
 
 CHECKPOINT_FORMAT = "dynrag-deeprag-checkpoint/1"
 

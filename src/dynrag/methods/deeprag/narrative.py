@@ -33,6 +33,7 @@ from typing import Any, Iterable, Literal
 from dynrag.corpus.passage import Passage
 from dynrag.data import data_path
 from dynrag.lm.base import Prompt
+from dynrag.lm.lineage import checkpoint_meta
 from dynrag.methods.prompting import extract_answer
 
 SUBQUERY = "Sub-question:"
@@ -50,9 +51,6 @@ SUBQUERY_SEG, DECISION_SEG, PASSAGES_SEG, ANSWER_SEG, FINAL_SEG = "subquery", "d
 RESTATED_SEG = "restated"
 LEARNED_SEGMENTS = frozenset({SUBQUERY_SEG, DECISION_SEG, ANSWER_SEG, FINAL_SEG})
 
-# The file a trained checkpoint carries (written by `dynrag train`); its "prompt" says how it was
-# trained to be prompted, so `--model hf:DIR --method deeprag` needs no options.
-CHECKPOINT_META = "deeprag.json"
 
 
 @dataclass(frozen=True)
@@ -197,25 +195,6 @@ def clean_answer(text: str) -> str:
     return line.strip()
 
 
-def checkpoint_meta(model_name: str) -> dict | None:
-    """deeprag.json of a dynrag-trained checkpoint (`hf:DIR` holding one), else None."""
-    from dynrag.errors import ConfigError
-    from dynrag.lm.spec import ModelSpec
-
-    try:
-        spec = ModelSpec.parse(model_name)
-    except ConfigError:  # a test double's or a server's own name
-        return None
-    if spec.kind != "hf":
-        return None
-    meta = Path(spec.target) / CHECKPOINT_META
-    try:
-        data = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def trained_prompt_shots(model_name: str) -> int | None:
     """Exemplar count a dynrag-trained checkpoint was trained with (`hf:DIR` holding deeprag.json)."""
     data = checkpoint_meta(model_name)
@@ -223,24 +202,3 @@ def trained_prompt_shots(model_name: str) -> int | None:
     return shots if isinstance(shots, int) and shots >= 0 else None
 
 
-def base_model(model_name: str) -> str:
-    """The model a dynrag-trained checkpoint was trained from, followed back through both stages
-    (stage II names the stage-I checkpoint); any other model is its own base. Model options
-    (`?device=...`) are dropped and a local directory is named by its absolute path."""
-    from dynrag.errors import ConfigError
-    from dynrag.lm.spec import ModelSpec
-
-    seen = set()
-    while model_name not in seen:
-        seen.add(model_name)
-        parent = (checkpoint_meta(model_name) or {}).get("base_model")
-        if not isinstance(parent, str) or not parent:
-            break
-        model_name = parent
-    try:
-        spec = ModelSpec.parse(model_name)
-    except ConfigError:
-        return model_name
-    if spec.kind == "hf" and Path(spec.target).is_dir():
-        return ModelSpec.for_path(Path(spec.target).resolve(), spec.file).base
-    return spec.base
