@@ -15,7 +15,10 @@ from rich.text import Text
 
 from dynrag.errors import DynragError
 from dynrag.methods.registry import METHODS
-from dynrag.retrieval.factory import RETRIEVERS
+from dynrag.run.flags import (
+    config_flag, exemplars_flag, limit_flag, method_flag, method_option_flag, model_flag, preset_flag, progress_flag,
+    retriever_flag, retriever_option_flag,
+)
 
 # Plain help: option help is shown as written (rich markup would eat "[#FILE.gguf]"), and every
 # option that takes a value names it (KEY=VALUE, DIR, SPEC) instead of a Python type.
@@ -113,6 +116,7 @@ def index(
     shards: int = typer.Option(1, "--shards", metavar="N", help="--engine opensearch: primary shards of a new index."),
     replicas: int = typer.Option(0, "--replicas", metavar="N", help="--engine opensearch: replicas of a new index."),
     replace: bool = typer.Option(False, "--replace", help="--engine opensearch: delete an existing index of that name first."),
+    progress: bool = progress_flag(),
 ) -> None:
     """Build a BM25 index from a corpus: a local one (with --dense, its dense part too) or, with
     --engine opensearch, an OpenSearch index (resumable: run the same command again after a crash)."""
@@ -133,7 +137,7 @@ def index(
         total = count_records(source) if spec.kind == "none" else None
         if engine == "opensearch":
             _index_opensearch(source, passages, spec, dense, out, url, name, k1, b, batch_size, shards, replicas,
-                              replace, total)
+                              replace, total, progress)
             return
         if out is None:
             raise DynragError("--out DIR is required for --engine bm25")
@@ -146,7 +150,8 @@ def index(
         # both are complete: an interrupted build (kill -9 while embedding too) keeps the old index.
         stamps = source_stamps(source)  # before reading: an edit during the build shows next time
         try:
-            manifest, dm = build_index(passages, out, embedder=embedder, chunk=spec, progress=True, total=total, sources=stamps)
+            manifest, dm = build_index(passages, out, embedder=embedder, chunk=spec, progress=progress, total=total,
+                                       sources=stamps)
         except DuplicatePassageId as exc:
             raise DataError(str(source), str(exc) + (f" (ids after --chunk {spec})" if spec.kind != "none" else "")) from exc
         console.print(Text(f"indexed {manifest['passage_count']} passages into {out}"), soft_wrap=True)
@@ -163,7 +168,7 @@ def index(
 
 
 def _index_opensearch(source, passages, spec, dense, out, url, name, k1, b, batch_size, shards, replicas,
-                      replace, total) -> None:
+                      replace, total, progress) -> None:
     from dynrag.retrieval.opensearch_ingest import build_opensearch_index, source_identity
     from dynrag.text.chunking import chunk_passages
 
@@ -173,7 +178,7 @@ def _index_opensearch(source, passages, spec, dense, out, url, name, k1, b, batc
         raise DynragError("--chunk small-to-big needs --engine bm25 (the large chunks live beside a local index)")
     meta = build_opensearch_index(
         chunk_passages(passages, spec), url, name, k1=k1, b=b, batch_size=batch_size, shards=shards,
-        replicas=replicas, replace=replace, total=total, progress=True,
+        replicas=replicas, replace=replace, total=total, progress=progress,
         source={**source_identity(source), "chunk": str(spec)},
         say=lambda line: err_console.print(Text(line), soft_wrap=True),
     )
@@ -195,35 +200,18 @@ def _ask_help() -> str:
 @app.command(help=_ask_help())
 def ask(
     question: str = typer.Argument(..., metavar="QUESTION", help="The question to answer."),
-    config: Optional[Path] = typer.Option(
-        None, "--config", metavar="FILE",
-        help="A run configuration (YAML, docs/evaluation.md); flags given here override its keys.",
-    ),
+    config: Optional[Path] = config_flag(),
     index_dir: Optional[Path] = typer.Option(None, "--index", metavar="DIR", help="Index directory (dynrag index)."),
-    method: Optional[str] = typer.Option(
-        None, "--method", metavar="NAME", help=f"Answering method: {METHODS.choices()} (default single)."
-    ),
-    model: Optional[str] = typer.Option(
-        None, "--model", metavar="SPEC",
-        help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL; local ones optionally ?kv_reuse=recent|prefix|off&lookup=N",
-    ),
-    option: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="Method option (repeatable)."),
-    preset: Optional[str] = typer.Option(
-        None, "--preset", metavar="NAME", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
-    ),
-    retriever: Optional[str] = typer.Option(
-        None, "--retriever", metavar="NAME",
-        help=f"{RETRIEVERS.choices()} over --index (dense parts are built into it on first use). "
-        "Default: bm25, or hybrid with --preset balanced|best.",
-    ),
-    retriever_option: list[str] = typer.Option(
-        [], "--retriever-option", metavar="KEY=VALUE", help="Retriever option (repeatable), e.g. alpha=0.3 for hybrid."
-    ),
-    exemplars: Optional[str] = typer.Option(
-        None, "--exemplars", metavar="STYLE", help="Few-shot exemplar style (dataset name; default: default)."
-    ),
+    method: Optional[str] = method_flag(role="Answering method (default single)"),
+    model: Optional[str] = model_flag(),
+    option: list[str] = method_option_flag(),
+    preset: Optional[str] = preset_flag(),
+    retriever: Optional[str] = retriever_flag(role="Retriever over --index (default bm25, or hybrid with --preset balanced|best)"),
+    retriever_option: list[str] = retriever_option_flag(),
+    exemplars: Optional[str] = exemplars_flag(role="Few-shot exemplar style (default: default)"),
     trace: Optional[Path] = typer.Option(None, "--trace", metavar="FILE", help="Write the full trace JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the trace JSON instead of the rendering."),
+    progress: bool = progress_flag(),
 ) -> None:
     with user_errors():
         from dynrag.config import load_run_config
@@ -234,10 +222,10 @@ def ask(
         check_question(question.strip())
         flags = dict(index=index_dir, method=method, model=model, retriever=retriever, exemplars=exemplars)
         pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
-        answer_question(question, load_run_config(config, flags, pairs, retriever_option), trace, as_json)
+        answer_question(question, load_run_config(config, flags, pairs, retriever_option), trace, as_json, progress)
 
 
-def answer_question(question: str, run, trace: Path | None, as_json: bool) -> None:
+def answer_question(question: str, run, trace: Path | None, as_json: bool, progress: bool) -> None:
     """`dynrag ask` after its flags are read: plan (every check), build, answer, show, save."""
     from dynrag.run.assemble import assemble
     from dynrag.run.plan import make_plan
@@ -247,7 +235,7 @@ def answer_question(question: str, run, trace: Path | None, as_json: bool) -> No
         from dynrag.io.faults import check_writable
 
         check_writable(trace)  # before the work whose trace it is
-    parts = assemble(plan, progress=True, say=warn, load=_load_lm_with_status)
+    parts = assemble(plan, progress=progress, say=warn, load=_load_lm_with_status)
     answer = parts.method.answer(question)
     data = answer.to_dict()
     # The answer is shown first: a disk that fills up meanwhile loses the trace file, not the answer.
@@ -266,8 +254,8 @@ def answer_question(question: str, run, trace: Path | None, as_json: bool) -> No
 
 @app.command()
 def demo(
-    model: str = typer.Option("bundled", "--model", metavar="SPEC", help="Model spec."),
-    limit: int = typer.Option(0, "--limit", metavar="N", help="Answer only the first N demo questions (0 = all)."),
+    model: str = model_flag("bundled"),
+    limit: int = limit_flag(0, role="Demo questions (0: all)"),
     full: bool = typer.Option(False, "--full", help="All 30 demo questions, closed book and single, with a summary table."),
 ) -> None:
     """A few demo questions closed book, with one retrieval and with DRAGIN's dynamic retrieval

@@ -9,21 +9,24 @@ from typing import Callable, ContextManager, Optional
 import typer
 from rich.console import Console
 
-DATASET_NAMES = "hotpotqa, 2wikimultihopqa, musique, strategyqa, iirc, popqa, jsonl, world"
-MODEL_HELP = "bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"
+from dynrag.run.flags import (
+    aliases_flag, batch_flag, corpus_flag, data_flag, dataset_flag, limit_flag, model_flag, progress_flag,
+    retriever_flag, retriever_option_flag, skip_bad_flag,
+)
+
 TEACHER_HELP = "target (the target model, default) | dataset (gold decomposition: musique, strategyqa, 2wikimultihopqa, world) | a model spec"
 
 
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("synth")
     def synth_command(
-        dataset: str = typer.Option(..., "--dataset", help=f"Benchmark format: {DATASET_NAMES}."),
-        data: Path = typer.Option(..., "--data", help="The benchmark file (a train split: never the questions you evaluate on)."),
+        dataset: str = dataset_flag(...),
+        data: Path = data_flag(..., role="Training questions (a train split: never the questions you evaluate on)"),
         out: Path = typer.Option(..., "--out", help="Output directory (created, or resumed when it exists)."),
-        corpus: str = typer.Option("contexts", "--corpus", help="'contexts' (pool the questions' paragraphs) or an index directory."),
-        model: str = typer.Option("bundled", "--model", help=f"Target model: {MODEL_HELP}."),
+        corpus: str = corpus_flag("contexts"),
+        model: str = model_flag("bundled", role="Target model"),
         teacher: Optional[str] = typer.Option(None, "--teacher", help=f"Who writes sub-questions and retrieved answers: {TEACHER_HELP}."),
-        limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
+        limit: Optional[int] = limit_flag(role="Questions after --skip"),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
         max_steps: Optional[int] = typer.Option(None, "--max-steps", help="T: most sub-questions in a narrative (default: the dataset's DeepRAG limit, 6 on HotpotQA, 10 elsewhere)."),
         max_retrievals: Optional[int] = typer.Option(None, "--max-retrievals", help="R: most retrievals in a narrative (default: the dataset's DeepRAG limit, 6 on HotpotQA, 10 elsewhere)."),
@@ -33,12 +36,12 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the target's prompt (default: all; 0 for a trained checkpoint)."),
         select: str = typer.Option("min", "--select", help="Which correct narrative to keep: min (fewest retrievals, the paper's) | max (most) | random (seeded by --seed); max and random search the whole tree."),
         seed: int = typer.Option(0, "--seed", help="Seed of --select random (each question's draw depends on it and the question id)."),
-        batch: int = typer.Option(1, "--batch", min=1, help="Questions searched at once, their generations decoded together by one local model (not part of the output's identity)."),
-        retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 (default) | dense | hybrid | milvus."),
-        retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE (repeatable)."),
-        aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
-        skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+        batch: int = batch_flag(1, role="Batch of the tree search", at_least=1),
+        retriever: Optional[str] = retriever_flag(),
+        retriever_option: list[str] = retriever_option_flag(),
+        aliases: Optional[Path] = aliases_flag(),
+        skip_bad: bool = skip_bad_flag(),
+        progress: bool = progress_flag(),
     ) -> None:
         """Binary tree search for a correct retrieval narrative of each question, the cheapest by default (DeepRAG stage I data)."""
         with user_errors():

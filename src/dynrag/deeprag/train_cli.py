@@ -10,8 +10,10 @@ from typing import Any, Callable, ContextManager, Optional
 import typer
 from rich.console import Console
 
-MODEL_HELP = "bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"
-
+from dynrag.run.flags import (
+    aliases_flag, corpus_flag, data_flag, dataset_flag, exemplars_flag, limit_flag, model_flag, progress_flag,
+    retriever_flag, retriever_option_flag, skip_bad_flag,
+)
 
 SCHEDULE_HELP = "constant | cosine (default: cosine decay to 0 at the last step, as the authors)"
 WARMUP_HELP = "Share of the steps warming up linearly (default 0.1, as the authors; --option warmup_steps=N instead)."
@@ -40,7 +42,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
     def imitation_command(
         data: list[Path] = typer.Option(..., "--data", help="A synth output directory or trajectories.jsonl (repeatable)."),
         out: Path = typer.Option(..., "--out", help="Output HF directory (resumed when a run was interrupted)."),
-        model: str = typer.Option("bundled", "--model", help=f"Model to fine-tune: {MODEL_HELP}."),
+        model: str = model_flag("bundled", role="Model to fine-tune"),
         method: Optional[str] = typer.Option(None, "--method", help="auto (default: lora above ~1B parameters, else full) | full | lora"),
         lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 1e-5 full, 2e-4 LoRA)."),
         epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the trajectories (default 1)."),
@@ -51,7 +53,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 50)."),
         threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
         option: list[str] = typer.Option([], "--option", help="Other training option KEY=VALUE (max_tokens, warmup_steps, weight_decay, max_grad_norm, save_minutes, seed, lora_rank, lora_alpha, gradient_checkpointing)."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+        progress: bool = progress_flag(),
     ) -> None:
         """Stage I: supervised fine-tuning on the narratives found by `dynrag synth` (passages masked)."""
         with user_errors():
@@ -64,13 +66,13 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
 
     @train.command("calibration")
     def calibration_command(
-        model: str = typer.Option(..., "--model", help="The stage-I model (e.g. hf:ckpt/imi): target of the search, and the frozen reference."),
-        dataset: str = typer.Option(..., "--dataset", help="Benchmark format of --data."),
-        data: Path = typer.Option(..., "--data", help="Further training questions (not those of stage I, never those you evaluate on)."),
+        model: str = model_flag(..., role="The stage-I model (e.g. hf:ckpt/imi), target of the search and the frozen reference"),
+        dataset: str = dataset_flag(...),
+        data: Path = data_flag(..., role="Further training questions (not those of stage I, never those you evaluate on)"),
         out: Path = typer.Option(..., "--out", help="Output HF directory (resumed when a run was interrupted)."),
-        corpus: str = typer.Option("contexts", "--corpus", help="'contexts' or an index directory."),
+        corpus: str = corpus_flag("contexts"),
         teacher: Optional[str] = typer.Option(None, "--teacher", help="target (default) | dataset | a model spec, as for synth."),
-        limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
+        limit: Optional[int] = limit_flag(role="Questions after --skip"),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
         max_steps_search: Optional[int] = typer.Option(None, "--max-subqueries", help="T of the search: most sub-questions (default: the dataset's DeepRAG limit)."),
         max_retrievals: Optional[int] = typer.Option(None, "--max-retrievals", help="R of the search: most retrievals (default: the dataset's DeepRAG limit)."),
@@ -91,10 +93,10 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 50)."),
         threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
         option: list[str] = typer.Option([], "--option", help="Other training option KEY=VALUE, as for imitation."),
-        retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 (default) | dense | hybrid | milvus."),
-        aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
-        skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+        retriever: Optional[str] = retriever_flag(),
+        aliases: Optional[Path] = aliases_flag(),
+        skip_bad: bool = skip_bad_flag(),
+        progress: bool = progress_flag(),
     ) -> None:
         """Stage II: search again with the stage-I model, build preference pairs (--pairs), DPO."""
         with user_errors():
@@ -113,12 +115,12 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
 
     @train.command("grpo")
     def grpo_command(
-        model: str = typer.Option(..., "--model", help="The stage-I model (e.g. hf:ckpt/imi): the policy's start, and the frozen KL reference."),
-        dataset: str = typer.Option(..., "--dataset", help="Benchmark format of --data."),
-        data: Path = typer.Option(..., "--data", help="Training questions (never those you evaluate on)."),
+        model: str = model_flag(..., role="The stage-I model (e.g. hf:ckpt/imi), the policy's start and the frozen KL reference"),
+        dataset: str = dataset_flag(...),
+        data: Path = data_flag(..., role="Training questions (never those you evaluate on)"),
         out: Path = typer.Option(..., "--out", help="Output HF directory (resumed when a run was interrupted)."),
-        corpus: str = typer.Option("contexts", "--corpus", help="'contexts' or an index directory."),
-        limit: Optional[int] = typer.Option(None, "--limit", help="Only N questions (after --skip)."),
+        corpus: str = corpus_flag("contexts"),
+        limit: Optional[int] = limit_flag(role="Questions after --skip"),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
         recipe: str = typer.Option("authors", "--recipe", help="authors (default: the authors' training script) | cpu-small (small steps for two CPU cores); the flags below override it. docs/deeprag.md."),
         group: Optional[int] = typer.Option(None, "--group", "-G", help="Narratives sampled per question (authors 8, cpu-small 4)."),
@@ -143,14 +145,14 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 5)."),
         threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
         option: list[str] = typer.Option([], "--option", help="Other option KEY=VALUE: training (as for imitation), reward (cost_cap, format_reward), rollout (max_new_tokens, shots)."),
-        retriever: str = typer.Option("bm25", "--retriever", help="bm25 (default) | dense | hybrid | milvus."),
-        retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE."),
-        aliases: Optional[Path] = typer.Option(None, "--aliases", help="2WikiMultihopQA answer alias file."),
-        skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip and count malformed records."),
+        retriever: str = retriever_flag("bm25", role="Retriever"),
+        retriever_option: list[str] = retriever_option_flag(),
+        aliases: Optional[Path] = aliases_flag(),
+        skip_bad: bool = skip_bad_flag(),
         dev_data: Optional[Path] = typer.Option(None, "--dev-data", help="Held-out questions (same format as --data) answered greedily every --dev-every steps and at steps 0 and last: OUT/dev_log.jsonl, OUT/grpo_dev.png."),
         dev_limit: Optional[int] = typer.Option(None, "--dev-limit", help="Only the first N questions of --dev-data."),
         dev_every: int = typer.Option(5, "--dev-every", help="Check --dev-data every N steps (default 5; a multiple of --save-every resumes a killed check from its own checkpoint)."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+        progress: bool = progress_flag(),
     ) -> None:
         """Stage II by GRPO: sampled deeprag narratives per question, rewarded for a correct answer with few retrievals."""
         with user_errors():
@@ -174,14 +176,14 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
 
     @train.command("reader")
     def reader_command(
-        dataset: str = typer.Option(..., "--dataset", help="Benchmark format of --data (hotpotqa, 2wikimultihopqa, musique, ...)."),
-        data: list[Path] = typer.Option(..., "--data", help="Training questions with gold passages (repeatable; never those you evaluate on)."),
+        dataset: str = dataset_flag(...),
+        data: list[Path] = data_flag(..., role="Training questions with gold passages (repeatable; never those you evaluate on)"),
         context: str = typer.Option("gr", "--context", help="g: gold passages | r: one random passage | gr: gold then random (the paper's best) | gg: gold twice."),
         order: str = typer.Option("gold_first", "--order", help="gold_first: the context's own order (the paper's) | shuffled: a seeded order per question."),
         out: Path = typer.Option(..., "--out", help="Output HF directory, adapters merged: --model hf:OUT (resumed when a run was interrupted)."),
-        model: str = typer.Option("bundled", "--model", help=f"Model to fine-tune: {MODEL_HELP}."),
-        exemplars: str = typer.Option("default", "--exemplars", help="Worked-example style of the prompt, as eval's --exemplars."),
-        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions."),
+        model: str = model_flag("bundled", role="Model to fine-tune"),
+        exemplars: str = exemplars_flag("default"),
+        limit: Optional[int] = limit_flag(),
         method: Optional[str] = typer.Option(None, "--method", help="lora (default) | full | auto (lora above ~1B parameters)"),
         lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 2e-4 LoRA, 1e-5 full)."),
         epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the questions (default 1)."),
@@ -191,7 +193,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         save_every: Optional[int] = typer.Option(None, "--save-every", help="Checkpoint every N steps (default 50)."),
         threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
         option: list[str] = typer.Option([], "--option", help="Other training option KEY=VALUE, as for imitation."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+        progress: bool = progress_flag(),
     ) -> None:
         """Generator fine-tuning (RAG best practices): answer-only loss with gold, random or mixed passages."""
         with user_errors():

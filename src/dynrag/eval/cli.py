@@ -10,15 +10,13 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from dynrag.datasets.formats import DATASETS
-from dynrag.methods.registry import METHODS
-from dynrag.retrieval.factory import RETRIEVERS, option_help
+from dynrag.retrieval.factory import option_help
 from dynrag.retrieval.transform_registry import QUERY_TRANSFORMS, writes_text as transform_writes
-
-DATASET_NAMES = DATASETS.choices(", ")
-CONFIG_HELP = "A run configuration (YAML, see docs/evaluation.md); flags given here override its keys."
-RETRIEVER_HELP = f"Retriever over the corpus: {RETRIEVERS.choices()} (dense parts are built on first use)."
-
+from dynrag.run.flags import (
+    aliases_flag, batch_flag, config_flag, corpus_flag, data_flag, dataset_flag, exemplars_flag, limit_flag,
+    method_flag, method_option_flag, model_flag, preset_flag, progress_flag, retriever_flag, retriever_option_flag,
+    skip_bad_flag, workers_flag,
+)
 
 UserErrors = Callable[[], ContextManager[None]]
 
@@ -32,50 +30,34 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
 def register_eval(app: typer.Typer, user_errors: UserErrors) -> None:
     @app.command("eval")
     def eval_command(
-        config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help=CONFIG_HELP),
-        dataset: Optional[str] = typer.Option(None, "--dataset", metavar="NAME", help=f"Benchmark format: {DATASET_NAMES}."),
-        data: Optional[Path] = typer.Option(None, "--data", metavar="FILE", help="The benchmark file in its original format."),
-        method: Optional[str] = typer.Option(None, "--method", metavar="NAME", help=f"Answering method: {METHODS.choices()}."),
+        config: Optional[Path] = config_flag(),
+        dataset: Optional[str] = dataset_flag(),
+        data: Optional[Path] = data_flag(),
+        method: Optional[str] = method_flag(),
         out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Run directory (created, or resumed when it exists)."),
-        corpus: Optional[str] = typer.Option(
-            None, "--corpus", metavar="contexts|DIR", help="'contexts' (pool the questions' context paragraphs) or an index directory."
-        ),
-        limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Only the first N questions."),
-        model: Optional[str] = typer.Option(None, "--model", metavar="SPEC", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
-        option: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="Method option KEY=VALUE (repeatable)."),
-        preset: Optional[str] = typer.Option(
-            None, "--preset", metavar="NAME", help="Retrieval-chain preset: balanced | best (same as --option preset=NAME)."
-        ),
-        retriever: Optional[str] = typer.Option(
-            None, "--retriever", metavar="NAME", help=f"{RETRIEVER_HELP} Default: bm25, or hybrid with --option preset=balanced|best."
-        ),
-        retriever_option: list[str] = typer.Option(
-            [], "--retriever-option", metavar="KEY=VALUE", help="Retriever option KEY=VALUE (repeatable), as in `dynrag ask`."
-        ),
-        exemplars: Optional[str] = typer.Option(
-            None, "--exemplars", metavar="STYLE", help="Few-shot exemplar style (default: the dataset's own)."
-        ),
-        aliases: Optional[Path] = typer.Option(None, "--aliases", metavar="FILE", help="2WikiMultihopQA answer alias file."),
-        skip_bad: Optional[bool] = typer.Option(None, "--skip-bad/--no-skip-bad", help="Skip and count malformed records."),
+        corpus: Optional[str] = corpus_flag(),
+        limit: Optional[int] = limit_flag(),
+        model: Optional[str] = model_flag(),
+        option: list[str] = method_option_flag(),
+        preset: Optional[str] = preset_flag(),
+        retriever: Optional[str] = retriever_flag(role="Retriever over the corpus (default bm25, or hybrid with --preset balanced|best)"),
+        retriever_option: list[str] = retriever_option_flag(),
+        exemplars: Optional[str] = exemplars_flag(role="Few-shot exemplar style (default: the dataset's own)"),
+        aliases: Optional[Path] = aliases_flag(),
+        skip_bad: Optional[bool] = skip_bad_flag(None),
         baseline: Optional[Path] = typer.Option(
             None, "--baseline", metavar="DIR", help="A `direct` run of the same questions: adds knowledge-boundary figures."
         ),
         scorer: Optional[str] = typer.Option(
             None, "--scorer", metavar="NAME", help="How answers are scored: squad (default) | dragin (DRAGIN's evaluation; docs/methods.md)."
         ),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+        progress: bool = progress_flag(),
         concurrency: int = typer.Option(
             1, "--concurrency", metavar="N", help="Questions in flight at once, for a model behind an HTTP server (--model openai:...)."
         ),
-        batch: Optional[int] = typer.Option(
-            None, "--batch", metavar="N",
-            help="Questions in flight in this process, their generations decoded together by one local model "
-            "(one forward pass a token for all of them). Not part of the run's identity.",
-        ),
-        workers: Optional[str] = typer.Option(
-            None, "--workers", metavar="N|auto",
-            help="Local worker processes answering questions, each with its own model: N or auto (the default: "
-            "one per core for an in-process model on the CPU). Not part of the run's identity: resume with any value.",
+        batch: Optional[int] = batch_flag(),
+        workers: Optional[str] = workers_flag(
+            role="Local worker processes answering questions (default auto, for an in-process model on the CPU)"
         ),
         dask: Optional[str] = typer.Option(
             None, "--dask", metavar="ADDRESS", help="Answer on a Dask cluster: its scheduler's address, e.g. tcp://HOST:8786 "
@@ -103,27 +85,22 @@ def register_eval(app: typer.Typer, user_errors: UserErrors) -> None:
 def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
     @app.command("eval-retrieval")
     def eval_retrieval_command(
-        config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help=CONFIG_HELP),
-        dataset: Optional[str] = typer.Option(None, "--dataset", metavar="NAME", help=f"Benchmark format: {DATASET_NAMES}."),
-        data: Optional[Path] = typer.Option(None, "--data", metavar="FILE", help="The benchmark file in its original format."),
+        config: Optional[Path] = config_flag(),
+        dataset: Optional[str] = dataset_flag(),
+        data: Optional[Path] = data_flag(),
         out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Output directory: summary.json, rankings.jsonl."),
-        retriever: Optional[str] = typer.Option(None, "--retriever", metavar="NAME", help=f"{RETRIEVERS.choices()} (default bm25)"),
-        corpus: Optional[str] = typer.Option(
-            None, "--corpus", metavar="contexts|DIR",
-            help="'contexts' (the default: pool the questions' context paragraphs into OUT/contexts-index) "
-            "or an index directory.",
-        ),
-        retriever_option: list[str] = typer.Option(
-            [], "--retriever-option", metavar="KEY=VALUE",
-            help=f"Retriever option KEY=VALUE (repeatable), defaults in brackets. {option_help()}",
+        retriever: Optional[str] = retriever_flag(),
+        corpus: Optional[str] = corpus_flag(role="Corpus (contexts are pooled into OUT/contexts-index)"),
+        retriever_option: list[str] = retriever_option_flag(
+            role=f"Retriever option (defaults in brackets; {option_help().rstrip('.')})"
         ),
         option: list[str] = typer.Option(
             [], "--option", metavar="KEY=VALUE", hidden=True, help="Deprecated name of --retriever-option.",
         ),
         k: Optional[str] = typer.Option(None, "--k", metavar="K,K", help="Cut-offs for recall@K and support_all@K (default 3,10)."),
-        limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Only the first N questions."),
-        skip_bad: Optional[bool] = typer.Option(None, "--skip-bad/--no-skip-bad", help="Skip and count malformed records."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+        limit: Optional[int] = limit_flag(),
+        skip_bad: Optional[bool] = skip_bad_flag(None),
+        progress: bool = progress_flag(),
         query_transform: Optional[str] = typer.Option(
             None, "--query-transform", metavar="NAME",
             help=f"What is searched instead of the question: {QUERY_TRANSFORMS.choices(', ')} (default none; "
@@ -134,9 +111,7 @@ def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
         hyde: Optional[bool] = typer.Option(
             None, "--hyde/--no-hyde", help="Same as --query-transform hyde."
         ),
-        model: Optional[str] = typer.Option(
-            None, "--model", metavar="SPEC", help="The query transform's model: bundled | bundled:NAME | hf:PATH_OR_ID"
-        ),
+        model: Optional[str] = model_flag(role="The query transform's model"),
         hyde_cache: Optional[Path] = typer.Option(
             None, "--hyde-cache", metavar="FILE",
             help="JSONL of the texts the query transform had the model write, reused when model, settings and "

@@ -78,6 +78,12 @@ class ModelOptions(Options):
         return check_device(value)
 
 
+# The spec forms as every command's --model help names them (dynrag.run.flags): NAME and [#FILE.gguf]
+# stand for the bundled names and the GGUF form of SPEC_FORMS, which would make a help line too long.
+MODEL_HELP = ("bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL; a local one may end in "
+              f"?KEY=VALUE&... ({', '.join(ModelOptions.model_fields)})")
+
+
 def describe_specs() -> str:
     options = ", ".join(f"{k}=" for k in ModelOptions.model_fields)
     return ", ".join(SPEC_FORMS) + f" (a local model's spec may end in ?KEY=VALUE&...: {options})"

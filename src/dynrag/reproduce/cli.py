@@ -11,6 +11,9 @@ from typing import Callable, ContextManager, Optional
 import typer
 from rich.console import Console
 
+from dynrag.run.flags import (
+    batch_flag, corpus_flag, limit_flag, model_flag, progress_flag, retriever_flag, retriever_option_flag, workers_flag,
+)
 
 # Static, so `--help` imports no table module; a test checks it against the registries.
 TABLE_HELP = ("dragin-table2 | dragin-table3 | dragin-table4 | dragin-table5 | dragin-table6 | dragin-table7 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | "
@@ -34,11 +37,11 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     @app.command("reproduce")
     def reproduce_command(
         table: str = typer.Argument(..., help=TABLE_HELP),
-        limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N questions of each dataset."),
-        model: str = typer.Option("bundled", "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"),
-        retriever: Optional[str] = typer.Option(None, "--retriever", help="bm25 | dense | hybrid | milvus (default bm25)."),
-        retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE."),
-        corpus: str = typer.Option("contexts", "--corpus", help="'contexts' (each dataset's pooled paragraphs) or an index directory."),
+        limit: Optional[int] = limit_flag(role="Questions of each dataset"),
+        model: str = model_flag("bundled"),
+        retriever: Optional[str] = retriever_flag(),
+        retriever_option: list[str] = retriever_option_flag(),
+        corpus: str = corpus_flag("contexts", role="Corpus of each dataset's runs"),
         data: list[str] = typer.Option([], "--data", help="DATASET=FILE (repeatable), e.g. hotpotqa=dev.json."),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="A folder holding each dataset's file at its usual place, e.g. hotpotqa/hotpot_dev_distractor_sample.json (docs/methods.md lists them)."),
         world: Optional[Path] = typer.Option(None, "--world", metavar="DIR", help="`reproduce world`, `world-figure8`, `dynamic-family`, `deeprag-figure3|5|6`: a world directory (dynrag world make --out DIR); its test split, retrieving from its corpus."),
@@ -48,11 +51,11 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         out: Path = typer.Option(Path("runs/reproduce"), "--out", help="Where the run directories go (resumed when they exist)."),
         write: Optional[Path] = typer.Option(None, "--write", help="Also write the markdown table to this file."),
         run: bool = typer.Option(True, "--run/--no-run", help="--no-run: show the published numbers and finished runs only."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+        progress: bool = progress_flag(),
         reader: list[str] = typer.Option([], "--reader", metavar="KEY=DIR", help="bestpractice-figure3: a reader trained by `dynrag train reader` (e.g. gr=ckpt/m_gr; repeatable); the base model is --model."),
         tuned: list[Path] = typer.Option([], "--tuned", metavar="DIR", help="A `dynrag tune` directory: the rows of its method run at its best values (repeatable; the table prints them)."),
-        batch: int = typer.Option(1, "--batch", min=1, metavar="N", help="Questions in flight per run, their generations decoded together by one local model."),
-        workers: str = typer.Option("1", "--workers", metavar="N|auto", help="Worker processes per run, each with its own model (auto: one per core). The rows still run one after another; a run resumes with any value."),
+        batch: int = batch_flag(1, role="Each run's batch", at_least=1),
+        workers: str = workers_flag("1", role="Worker processes of each run (the rows still run one after another)"),
         results: Optional[Path] = typer.Option(None, "--results", metavar="DIR", help="Also write the run's result record (rows, published cells, claim verdicts, provenance) into DIR, e.g. results/; `dynrag results` pages it."),
     ) -> None:
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""

@@ -8,6 +8,7 @@ from typing import Callable, ContextManager, Optional
 import typer
 from rich.console import Console
 
+from dynrag.run.flags import config_flag, exemplars_flag, model_flag, retriever_flag, retriever_option_flag
 from dynrag.serve.limits import DEFAULT_PORT, ServeSettings
 
 _DEFAULTS = ServeSettings()
@@ -16,19 +17,19 @@ _DEFAULTS = ServeSettings()
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("serve")
     def serve_command(
-        config: Optional[Path] = typer.Option(
-            None, "--config", help="A run configuration (YAML): model, index, retriever, retriever_options, exemplars, "
-            "and method/options as the default for requests that name none; flags override its keys.",
+        config: Optional[Path] = config_flag(
+            role="Run configuration (model, index, retriever, retriever_options, exemplars, and method/options as the "
+            "default for requests that name none)",
         ),
         index_dir: Optional[Path] = typer.Option(
             None, "--index", help="Index directory (dynrag index). Default: the demo index, built on first use."
         ),
-        model: Optional[str] = typer.Option(None, "--model", help="bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf] | openai:BASE_URL#MODEL"),
-        retriever: Optional[str] = typer.Option(
-            None, "--retriever", help="A retriever over --index (default: bm25, or hybrid with a balanced|best preset in options)."
+        model: Optional[str] = model_flag(),
+        retriever: Optional[str] = retriever_flag(
+            role="Retriever over --index (default bm25, or hybrid with a balanced|best preset in options)"
         ),
-        retriever_option: list[str] = typer.Option([], "--retriever-option", help="Retriever option KEY=VALUE (repeatable)."),
-        exemplars: Optional[str] = typer.Option(None, "--exemplars", help="Few-shot exemplar style (dataset name)."),
+        retriever_option: list[str] = retriever_option_flag(),
+        exemplars: Optional[str] = exemplars_flag(),
         host: str = typer.Option(_DEFAULTS.host, "--host", help="Address to bind (loopback by default)."),
         port: int = typer.Option(DEFAULT_PORT, "--port", help="TCP port."),
         api_key: Optional[str] = typer.Option(

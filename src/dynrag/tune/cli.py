@@ -9,8 +9,11 @@ from typing import Callable, ContextManager, Optional
 import typer
 from rich.console import Console
 
-from dynrag.datasets.formats import DATASETS
-from dynrag.methods.registry import METHODS, method_traits
+from dynrag.methods.registry import method_traits
+from dynrag.run.flags import (
+    batch_flag, config_flag, corpus_flag, data_flag, dataset_flag, exemplars_flag, limit_flag, method_flag,
+    method_option_flag, model_flag, retriever_flag, retriever_option_flag, workers_flag,
+)
 
 UserErrors = Callable[[], ContextManager[None]]
 RUN_KEYS_NOT_SAVED = {"out", "workers", "batch", "dask", "concurrency"}  # not what a trial answers
@@ -33,20 +36,20 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
         prune_every: int = typer.Option(10, "--prune-every", metavar="K", help="Report the running metric to the pruner after every K questions."),
         prune_startup: int = typer.Option(2, "--prune-startup", metavar="N", help="median: trials that run in full before any is pruned."),
         report: bool = typer.Option(False, "--report", help="Print the report (trials table, best values, edge notes); alone with --out, only report."),
-        config: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="A run configuration (YAML) as the base of every trial; flags override its keys."),
-        dataset: Optional[str] = typer.Option(None, "--dataset", metavar="NAME", help=f"Benchmark format: {DATASETS.choices(', ')}."),
-        data: Optional[Path] = typer.Option(None, "--data", metavar="FILE", help="The dev questions, in the benchmark's format."),
-        method: Optional[str] = typer.Option(None, "--method", metavar="NAME", help=f"Answering method: {METHODS.choices()}."),
-        corpus: Optional[str] = typer.Option(None, "--corpus", metavar="contexts|DIR", help="'contexts' or an index directory."),
-        limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="Only the first N questions."),
-        model: Optional[str] = typer.Option(None, "--model", metavar="SPEC", help="bundled | bundled:NAME | hf:PATH_OR_ID | openai:BASE_URL#MODEL"),
-        option: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="A fixed method option (repeatable)."),
-        retriever: Optional[str] = typer.Option(None, "--retriever", metavar="NAME", help="Retriever over the corpus."),
-        retriever_option: list[str] = typer.Option([], "--retriever-option", metavar="KEY=VALUE", help="A fixed retriever option (repeatable)."),
-        exemplars: Optional[str] = typer.Option(None, "--exemplars", metavar="STYLE", help="Few-shot exemplar style."),
+        config: Optional[Path] = config_flag(role="Run configuration, the base of every trial"),
+        dataset: Optional[str] = dataset_flag(),
+        data: Optional[Path] = data_flag(role="Dev questions"),
+        method: Optional[str] = method_flag(),
+        corpus: Optional[str] = corpus_flag(),
+        limit: Optional[int] = limit_flag(),
+        model: Optional[str] = model_flag(),
+        option: list[str] = method_option_flag(role="A fixed method option"),
+        retriever: Optional[str] = retriever_flag(),
+        retriever_option: list[str] = retriever_option_flag(role="A fixed retriever option"),
+        exemplars: Optional[str] = exemplars_flag(),
         scorer: Optional[str] = typer.Option(None, "--scorer", metavar="NAME", help="squad (default) | dragin."),
-        workers: Optional[str] = typer.Option(None, "--workers", metavar="N|auto", help="Each trial's eval worker processes, as in `dynrag eval` (not part of the study)."),
-        batch: Optional[int] = typer.Option(None, "--batch", metavar="N", help="Each trial's questions in flight, as in `dynrag eval`."),
+        workers: Optional[str] = workers_flag(role="Each trial's eval worker processes"),
+        batch: Optional[int] = batch_flag(role="Each trial's batch"),
     ) -> None:
         """Tune a method's options on dev questions: each trial an eval run, resumable, one study
         on one machine or many."""

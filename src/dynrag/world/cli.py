@@ -10,7 +10,7 @@ from typing import Callable, ContextManager, Optional
 import typer
 from rich.console import Console
 
-MODEL_HELP = "bundled | bundled:NAME | hf:PATH_OR_ID[#FILE.gguf]"
+from dynrag.run.flags import model_flag, progress_flag
 
 
 def _default(option: str):
@@ -27,8 +27,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     def make_command(
         out: Path = typer.Option(..., "--out", metavar="DIR", help="World directory: new, empty, or a world made before (made again in place)."),
         seed: int = typer.Option(1, "--seed", metavar="N", help="Seed: the same seed and sizes give the same bytes."),
-        model: Optional[str] = typer.Option(None, "--model", metavar="SPEC", help=f"Probe this model first ({MODEL_HELP}); "
-                                            "without it real facts stay unprobed (known: null)."),
+        model: Optional[str] = model_flag(role="Model to probe first (without it real facts stay unprobed, known: null)"),
         people: int = typer.Option(_default("people"), "--people", metavar="N", help="People in the main cluster."),
         companies: int = typer.Option(_default("companies"), "--companies", metavar="N", help="Companies in the main cluster."),
         schools: int = typer.Option(_default("schools"), "--schools", metavar="N", help="Schools in the main cluster."),
@@ -40,7 +39,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         train_share: float = typer.Option(_default("train_share"), "--train-share", metavar="X", help="Share of first entities whose questions go to train."),
         dev_share: float = typer.Option(_default("dev_share"), "--dev-share", metavar="X", help="Share for dev; test takes the rest."),
         max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per probe answer."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the probe's progress."),
+        progress: bool = progress_flag(),
     ) -> None:
         """Generate a world: corpus, entities, facts, train/dev/test questions and a manifest."""
         with user_errors():
@@ -60,11 +59,11 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     @world.command("check")
     def check_command(
         world_dir: Path = typer.Option(..., "--world", metavar="DIR", help="A world made with --model M."),
-        model: str = typer.Option("bundled", "--model", metavar="SPEC", help=f"The model the world was probed with ({MODEL_HELP})."),
+        model: str = model_flag("bundled", role="The model the world was probed with"),
         max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per answer."),
         chains: bool = typer.Option(False, "--chains/--no-chains", help="Also the share of dev's multi-hop questions "
                                     "answered with a sentence per hop in the methods' prompt (a chain reader's figure)."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+        progress: bool = progress_flag(),
     ) -> None:
         """Closed-book EM on known and unknown 1-hop dev facts, and EM reading the gold passage."""
         with user_errors():
@@ -82,7 +81,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         world_dir: Path = typer.Option(..., "--world", metavar="DIR", help="A world made with `dynrag world make`."),
         out: Path = typer.Option(..., "--out", metavar="DIR", help="Output HF directory (--model hf:DIR), resumed when interrupted; "
                                  "OUT/world is the world relabelled for it."),
-        model: str = typer.Option("bundled", "--model", metavar="SPEC", help=f"Model to train ({MODEL_HELP})."),
+        model: str = model_flag("bundled", role="Model to train"),
         entities: Optional[int] = typer.Option(None, "--entities", metavar="N", help="Teach every fact of N train-split entities (default 1)."),
         facts: Optional[int] = typer.Option(None, "--facts", metavar="N", help="Teach N facts of train-split entities instead."),
         method: Optional[str] = typer.Option(None, "--method", help="lora (default) | full | auto"),
@@ -96,7 +95,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         option: list[str] = typer.Option([], "--option", help="Other option KEY=VALUE (statements, reading_share, replay_share, pack_tokens, "
                                          "schedule, warmup_ratio, seed, lora_rank, lora_alpha, ...)."),
         max_new_tokens: int = typer.Option(8, "--max-new-tokens", metavar="N", help="Tokens per probe answer."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+        progress: bool = progress_flag(),
     ) -> None:
         """Train chosen fictional facts into the model, re-probe it and relabel the world for it."""
         with user_errors():
@@ -130,7 +129,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         seeds: str = typer.Option("101,102", "--seeds", metavar="N,N", help="Seeds of the training worlds."),
         test_seed: int = typer.Option(1, "--test-seed", metavar="N", help="Seed of the world the reader will be tested "
                                       "on (default sizes): refused as a training seed, its invented names kept out."),
-        model: str = typer.Option("bundled", "--model", metavar="SPEC", help=f"Model to adapt ({MODEL_HELP})."),
+        model: str = model_flag("bundled", role="Model to adapt"),
         style: str = typer.Option("chain", "--style", metavar="chain|answer", help="chain: also multi-hop questions "
                                   "answered one sentence per hop in the methods' prompt; answer: one-hop reading only."),
         epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the examples (default 2)."),
@@ -139,7 +138,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         option: list[str] = typer.Option([], "--option", help="Other option KEY=VALUE (lr, replay_share, others, "
                                          "chain_share, partial_share, pack_tokens, batch_size, method, params, "
                                          "lora_rank, seed, ...)."),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
+        progress: bool = progress_flag(),
     ) -> None:
         """Adapt a model into a reader of world passages, trained on worlds of other seeds."""
         with user_errors():
