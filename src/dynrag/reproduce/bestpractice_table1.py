@@ -259,14 +259,6 @@ def render_table1(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def refuse_flags(given: dict[str, Any]) -> None:
-    """One line naming every flag given that this table does not read."""
-    named = [flag for flag, value in given.items() if value]
-    if named:
-        raise ConfigError(f"{NAME} reads only --data, --data-dir, --world, --limit, --out and --write; "
-                          f"drop {', '.join(named)}")
-
-
 def table1_command(*, data_dir: Path | None, data: dict[str, Path], world: Path | None, limit: int | None,
                    out: Path, console, progress: bool) -> str:
     """The `reproduce bestpractice-table1` flags checked and run; returns the markdown."""

@@ -2,35 +2,20 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Callable, ContextManager, Optional
 
 import typer
 from rich.console import Console
 
+from dynrag.reproduce.catalog import table_names
 from dynrag.run.flags import (
     batch_flag, corpus_flag, limit_flag, model_flag, progress_flag, retriever_flag, retriever_option_flag, workers_flag,
 )
 
-# Static, so `--help` imports no table module; a test checks it against the registries.
-TABLE_HELP = ("dragin-table2 | dragin-table3 | dragin-table4 | dragin-table5 | dragin-table6 | dragin-table7 | deeprag-table1 | deeprag-table2 | deeprag-table3 | deeprag-figure4 | "
-              "deeprag-figure3 | deeprag-figure5 | deeprag-figure6 | deeprag-figure7 | deeprag-figure8 | world | world-figure8 | dynamic-family | bestpractice-table1 | bestpractice-table2 | "
-              "bestpractice-table3 | bestpractice-table4 | bestpractice-table6 | bestpractice-table7 | "
-              "bestpractice-table8 | bestpractice-table9 | bestpractice-table10 | bestpractice-table11 | "
-              "bestpractice-figure3")
-
-
-def _write_record(directory: Path, record, err: Console) -> None:
-    """Write a run's result record into ``directory`` (`--results`), unless no row has a result."""
-    from dynrag.reproduce.records import write_record
-
-    if record.rows:
-        err.print(f"Result record: {write_record(directory, record)}", highlight=False)
-    else:  # a record of nothing would only hide the table's published cells on the page
-        err.print("[yellow]--results: no row has a result yet; no record written[/yellow]")
+# Generated from the table registries (importing them loads no model library: 0.04 s).
+TABLE_HELP = " | ".join(table_names())
 
 
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
@@ -60,98 +45,15 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     ) -> None:
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
         with user_errors():
-            from dynrag.errors import ConfigError
-            from dynrag.reproduce.runs import ReproduceRequest, reproduce
-            from dynrag.reproduce.provenance import load_average
-            from dynrag.reproduce.record_build import RunContext, table_record
-            from dynrag.reproduce.render import render_lines
-            from dynrag.reproduce.catalog import RETRIEVAL_TABLES, TABLES, table_names
-            from dynrag.io.files import atomic_write_text
-            from dynrag.registry import parse_pairs
+            from dynrag.reproduce.kinds import ReproduceArgs, run_reproduce
 
-            err = Console(stderr=True)
-            own_loop = ("bestpractice-figure3", "deeprag-figure3", "bestpractice-table1")  # not eval runs
-            if workers.strip() != "1" and (table in own_loop or table in RETRIEVAL_TABLES):
-                raise ConfigError(f"--workers: {table} does not answer through eval runs, so it has no workers to "
-                                  "give; the QA tables and `reproduce world` take it")
-            if results is not None and table in own_loop:
-                raise ConfigError(f"--results: {table} writes no result record yet; the QA tables, the retrieval "
-                                  "tables and `reproduce world` do")
-            if table == "bestpractice-figure3":
-                from dynrag.reproduce.bestpractice_figure3 import figure3_command
-
-                text = figure3_command(dataset=list(dataset), data=list(data), readers=parse_pairs(reader, flag="--reader"),
-                                       model=model, limit=limit, out=out, run=run, console=err,
-                                       progress=progress and err.is_terminal,
-                                       options=parse_pairs(option, flag="--option"))
-            elif table == "deeprag-figure3":
-                from dynrag.reproduce.deeprag_figure3 import figure3_command as grpo_figure
-
-                if reader or tuned or row or dataset or data or data_dir or retriever or retriever_option or corpus != "contexts" or batch != 1:
-                    raise ConfigError("deeprag-figure3 trains GRPO on --world's train split from --model (the stage-I "
-                                      "checkpoint) and checks its dev split; only --world, --model, --limit (dev "
-                                      "questions, default 50), --option, --out, --write and --no-run apply")
-                text = grpo_figure(world=world, model=model, limit=limit, out=out, run=run, console=err,
-                                   progress=progress and err.is_terminal, options=parse_pairs(option, flag="--option"))
-            elif table == "bestpractice-table1":
-                from dynrag.lm.spec import ModelSpec
-                from dynrag.reproduce.bestpractice_table1 import refuse_flags, table1_command
-
-                refuse_flags({"--reader": reader, "--tuned": tuned, "--row": row, "--dataset": dataset, "--option": option,
-                              "--model": ModelSpec.parse(model) != ModelSpec.parse("bundled"), "--retriever": retriever, "--retriever-option": retriever_option,
-                              "--corpus": corpus != "contexts", "--batch": batch != 1, "--no-run": not run})
-                text = table1_command(data_dir=data_dir, data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
-                                      world=world, limit=limit, out=out, console=err, progress=progress and err.is_terminal)
-            elif table in RETRIEVAL_TABLES:
-                from dynrag.reproduce.retrieval_render import plot_sweep, render_retrieval
-                from dynrag.reproduce.retrieval_runs import reproduce_retrieval
-
-                if reader or tuned or retriever or retriever_option or world or corpus != "contexts":
-                    raise ConfigError(f"{table}: each row names its retriever and corpus; --reader, --tuned, --retriever, "
-                                      "--retriever-option, --world and --corpus do not apply (pool more passages with "
-                                      "--option distractors=FILE)")
-                req = ReproduceRequest(
-                    table=table, options=parse_pairs(option), limit=limit, model=model,
-                    data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
-                    data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run,
-                )
-                spec = RETRIEVAL_TABLES.open(table, req.options)
-                started, load_start = time.monotonic(), load_average()
-                report = reproduce_retrieval(spec, req, console=err, progress=progress and err.is_terminal)
-                text = render_retrieval(report)
-                if results is not None:
-                    from dynrag.reproduce.record_build import retrieval_record
-
-                    context = RunContext(shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-                                         time.monotonic() - started, load_start, load_average())
-                    _write_record(results, retrieval_record(report, context), err)
-                picture = (write.with_suffix(".png") if write is not None else Path(out) / "retrieval" / table / f"{table}.png")
-                if plot_sweep(report, picture):
-                    text += f"\nPlot: {picture}\n"
-            else:
-                if reader:
-                    raise ConfigError("--reader: only `reproduce bestpractice-figure3` reads trained readers")
-                if table not in TABLES:
-                    raise ConfigError(f"unknown table {table!r}; choose one of: {', '.join(table_names())}")
-                req = ReproduceRequest(
-                    table=table, options=parse_pairs(option), limit=limit, model=model, retriever=retriever,
-                    retriever_options=list(retriever_option), corpus=corpus,
-                    data={k: Path(v) for k, v in parse_pairs(data, flag="--data").items()},
-                    data_dir=data_dir, out=out, datasets=list(dataset) or None, rows=list(row) or None, run=run,
-                    batch=batch, world=world, tuned=list(tuned),
-                    workers=int(workers) if workers.strip().isdigit() else workers.strip(),
-                )
-                started, load_start = time.monotonic(), load_average()
-                report = reproduce(req, console=err, progress=progress and err.is_terminal)
-                lines = render_lines(report)
-                text = "\n".join(lines) + "\n"
-                if results is not None:
-                    context = RunContext(shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-                                         time.monotonic() - started, load_start, load_average())
-                    _write_record(results, table_record(report, lines, context), err)
-            if write is not None:
-                atomic_write_text(write, text)
-            sys.stdout.write(text)
+            args = ReproduceArgs(
+                table=table, limit=limit, model=model, retriever=retriever, retriever_option=list(retriever_option),
+                corpus=corpus, data=list(data), data_dir=data_dir, world=world, dataset=list(dataset), row=list(row),
+                option=list(option), out=out, write=write, run=run, progress=progress, reader=list(reader),
+                tuned=list(tuned), batch=batch, workers=workers, results=results,
+            )
+            sys.stdout.write(run_reproduce(args, Console(stderr=True)))
 
     @app.command("results")
     def results_command(
