@@ -162,7 +162,7 @@ def load_run_config(
     # --retriever-option url=...,index=... : several pairs in one flag
     retriever_pairs = split_csv_pairs(retriever_pairs)
     for key, pairs, flag in (("options", option_pairs, option_flag), ("retriever_options", retriever_pairs, retriever_flag)):
-        given = parse_pairs(pairs, flag)
+        given = parse_pairs(pairs, flag) if pairs else {}
         nested = values.get(key) or {}
         if not isinstance(nested, dict):
             raise ConfigError(f"{source}: {key}: expected a mapping of KEY: VALUE, got {type(nested).__name__}")

@@ -169,3 +169,26 @@ def test_cost_lines_sum_the_rows_wall_time_and_name_untimed_rows():
     results[(DATASET, runs[2].key)] = {"wall_seconds": None}
     assert cost_lines(runs, results)[1].endswith("(1 row(s) ran before runs recorded their wall time).")
     assert cost_lines(runs, {}) == []
+
+
+def test_a_row_builds_its_run_config_once_and_parses_no_option_string(tmp_path, world, monkeypatch):
+    """The command line is parsed before `reproduce`; each row's config is built from typed values."""
+    import dynrag.config
+    import dynrag.registry
+
+    calls = {"load_run_config": 0, "parse_pairs": 0}
+
+    def counted(name, real):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(dynrag.config, "load_run_config", counted("load_run_config", dynrag.config.load_run_config))
+    monkeypatch.setattr(dynrag.config, "parse_pairs", counted("parse_pairs", dynrag.config.parse_pairs))
+    monkeypatch.setattr(dynrag.registry, "parse_pairs", counted("parse_pairs", dynrag.registry.parse_pairs))
+    req = ReproduceRequest(table="world", world=world, out=tmp_path / "runs", rows=["single", "flare"],
+                           retriever_options={"backend": "numpy"})
+    built: list = []
+    reproduce(req, method_factory=factory(world, built), progress=False)
+    assert len(built) == 2 and calls == {"load_run_config": 2, "parse_pairs": 0}

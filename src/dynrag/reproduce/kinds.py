@@ -22,7 +22,7 @@ from rich.console import Console
 from dynrag.errors import ConfigError
 from dynrag.reproduce.catalog import OWN_LOOP_TABLES, TABLES, table_names
 from dynrag.reproduce.retrieval_tables import RETRIEVAL_TABLES
-from dynrag.registry import parse_pairs
+from dynrag.registry import parse_pairs, split_csv_pairs
 
 
 class ReproduceArgs(BaseModel):
@@ -72,6 +72,10 @@ class ReproduceArgs(BaseModel):
 
     def options(self) -> dict[str, str]:
         return parse_pairs(self.option, flag="--option")
+
+    def retriever_options(self) -> dict[str, str]:
+        """--retriever-option pairs, several to a flag allowed (url=...,index=...), as `eval` reads them."""
+        return parse_pairs(split_csv_pairs(self.retriever_option), flag="--retriever-option")
 
     def worker_count(self) -> int | str:
         return int(self.workers) if self.workers.strip().isdigit() else self.workers.strip()
@@ -145,7 +149,7 @@ def _run_qa(args: ReproduceArgs, err: Console) -> str:
     from dynrag.reproduce.render import render_lines
     from dynrag.reproduce.runs import reproduce
 
-    req = _request(args, retriever=args.retriever, retriever_options=list(args.retriever_option), corpus=args.corpus,
+    req = _request(args, retriever=args.retriever, retriever_options=args.retriever_options(), corpus=args.corpus,
                    batch=args.batch, world=args.world, tuned=list(args.tuned), workers=args.worker_count())
     started, load_start = time.monotonic(), load_average()
     report = reproduce(req, console=err, progress=_progress(args, err))

@@ -35,7 +35,7 @@ class ReproduceRequest:
     limit: int | None = None
     model: str = "bundled"
     retriever: str | None = None
-    retriever_options: list[str] = field(default_factory=list)
+    retriever_options: dict[str, Any] = field(default_factory=dict)  # parsed once, from --retriever-option
     corpus: str = "contexts"
     data: dict[str, Path] = field(default_factory=dict)  # dataset -> file
     data_dir: Path | None = None
@@ -161,8 +161,9 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
                 workers=req.workers if method_factory is None else 1,
                 batch=req.batch if req.batch > 1 and method_factory is None else None,
                 baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,
+                retriever_options=dict(req.retriever_options) or None,
             )
-            plan = make_plan(load_run_config(None, flags, retriever_pairs=list(req.retriever_options)), command="eval")
+            plan = make_plan(load_run_config(None, flags), command="eval")
             summary = run_eval(plan, method_factory=method_factory, console=console, progress=progress)
         else:
             summary = _existing_summary(out)
