@@ -16,8 +16,8 @@ from rich.text import Text
 from dynrag.errors import DynragError
 from dynrag.methods.registry import METHODS
 from dynrag.run.flags import (
-    config_flag, exemplars_flag, limit_flag, method_flag, method_option_flag, model_flag, preset_flag, progress_flag,
-    retriever_flag, retriever_option_flag,
+    config_flag, exemplars_flag, fill_placeholders, index_corpus_flag, limit_flag, method_flag, method_option_flag, model_flag, preset_flag, progress_flag,
+    old_spelling, renamed, retriever_flag, retriever_option_flag,
 )
 
 # Plain help: option help is shown as written (rich markup would eat "[#FILE.gguf]"), and every
@@ -201,12 +201,13 @@ def _ask_help() -> str:
 def ask(
     question: str = typer.Argument(..., metavar="QUESTION", help="The question to answer."),
     config: Optional[Path] = config_flag(),
-    index_dir: Optional[Path] = typer.Option(None, "--index", metavar="DIR", help="Index directory (dynrag index)."),
+    corpus: Optional[Path] = index_corpus_flag(role="The index to search"),
+    index_dir: Optional[Path] = old_spelling("--index", metavar="DIR"),
     method: Optional[str] = method_flag(role="Answering method (default single)"),
     model: Optional[str] = model_flag(),
     option: list[str] = method_option_flag(),
     preset: Optional[str] = preset_flag(),
-    retriever: Optional[str] = retriever_flag(role="Retriever over --index (default bm25, or hybrid with --preset balanced|best)"),
+    retriever: Optional[str] = retriever_flag(role="Retriever over --corpus (default bm25, or hybrid with --preset balanced|best)"),
     retriever_option: list[str] = retriever_option_flag(),
     exemplars: Optional[str] = exemplars_flag(role="Few-shot exemplar style (default: default)"),
     trace: Optional[Path] = typer.Option(None, "--trace", metavar="FILE", help="Write the full trace JSON here."),
@@ -220,7 +221,8 @@ def ask(
         if not question.strip():
             raise DynragError("the question is empty; pass a question to answer")
         check_question(question.strip())
-        flags = dict(index=index_dir, method=method, model=model, retriever=retriever, exemplars=exemplars)
+        index = renamed(corpus, index_dir, "--corpus", "--index")
+        flags = dict(index=index, method=method, model=model, retriever=retriever, exemplars=exemplars)
         pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
         answer_question(question, load_run_config(config, flags, pairs, retriever_option), trace, as_json, progress)
 
@@ -255,7 +257,7 @@ def answer_question(question: str, run, trace: Path | None, as_json: bool, progr
 @app.command()
 def demo(
     model: str = model_flag("bundled"),
-    limit: int = limit_flag(0, role="Demo questions (0: all)"),
+    limit: Optional[int] = limit_flag(role="Demo questions (default: all)"),
     full: bool = typer.Option(False, "--full", help="All 30 demo questions, closed book and single, with a summary table."),
 ) -> None:
     """A few demo questions closed book, with one retrieval and with DRAGIN's dynamic retrieval
@@ -263,7 +265,14 @@ def demo(
     with user_errors():
         from dynrag.demo import run_demo
 
-        run_demo(console, model_spec=model, limit=limit or None, full=full)
+        if limit == 0:  # once the spelling of "all"; every other command refuses it
+            from dynrag.config import warn_deprecated
+
+            warn_deprecated("demo --limit 0 for all questions is now the default: leave --limit out")
+            limit = None
+        elif limit is not None and limit < 1:
+            raise DynragError(f"--limit must be at least 1 (got {limit})")
+        run_demo(console, model_spec=model, limit=limit, full=full)
 
 
 def _register_subcommands() -> None:
@@ -280,6 +289,7 @@ def _register_subcommands() -> None:
 
 
 _register_subcommands()
+fill_placeholders(app)
 
 
 def run() -> None:

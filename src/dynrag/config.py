@@ -109,7 +109,7 @@ class RunConfig(Options):
 
 # The command-line flag of each key, for messages about values that came from the command line.
 FLAGS = {name: "--" + name.replace("_", "-") for name in RunConfig.model_fields}
-FLAGS.update({"options": "--option", "retriever_options": "--retriever-option", "cutoffs": "--k"})
+FLAGS.update({"options": "--option", "retriever_options": "--retriever-option", "cutoffs": "--cutoffs", "index": "--corpus"})
 # Keys a run configuration once had under another name: old files keep working, with a warning.
 RENAMED_KEYS = {"k": "cutoffs"}
 

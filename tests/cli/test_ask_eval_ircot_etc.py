@@ -29,7 +29,7 @@ def index(tmp_path_factory):
 @pytest.mark.parametrize("method, options", [("ircot", ["max_paragraphs=4"]), ("etc", ["theta=0.0"])])
 def test_ask_prints_the_trace_of_the_method(method, options, model, index):
     flags = [flag for option in ["max_new_tokens=8", *options] for flag in ("--option", option)]
-    r = dynrag("ask", QUESTION, "--index", index, "--model", f"hf:{model}", "--method", method, *flags, "--json")
+    r = dynrag("ask", QUESTION, "--corpus", index, "--model", f"hf:{model}", "--method", method, *flags, "--json")
     assert r.returncode == 0, r.stderr
     trace = json.loads(r.stdout)
     assert trace["method"] == method and trace["options"]["max_new_tokens"] == 8

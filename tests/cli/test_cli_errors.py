@@ -33,7 +33,7 @@ def assert_one_line_error(result, *needles):
 
 
 def test_missing_index(tmp_path):
-    r = dynrag("ask", "Who?", "--index", str(tmp_path / "nope"))
+    r = dynrag("ask", "Who?", "--corpus", str(tmp_path / "nope"))
     assert_one_line_error(r, str(tmp_path / "nope"))
 
 
@@ -43,7 +43,7 @@ def test_corrupt_index(tmp_path, index_dir):
     for f in index_dir.iterdir():
         (broken / f.name).write_bytes(f.read_bytes())
     (broken / "manifest.json").write_text("{not json")
-    r = dynrag("ask", "Who?", "--index", str(broken))
+    r = dynrag("ask", "Who?", "--corpus", str(broken))
     assert_one_line_error(r, "manifest")
 
 
@@ -67,21 +67,21 @@ def test_failed_rebuild_keeps_the_previous_index(tmp_path, index_dir):
 
 
 def test_empty_question(index_dir):
-    assert_one_line_error(dynrag("ask", "   ", "--index", str(index_dir)), "question is empty")
+    assert_one_line_error(dynrag("ask", "   ", "--corpus", str(index_dir)), "question is empty")
 
 
 def test_unknown_method_lists_choices(index_dir):
-    r = dynrag("ask", "Who?", "--index", str(index_dir), "--method", "magic")
+    r = dynrag("ask", "Who?", "--corpus", str(index_dir), "--method", "magic")
     assert_one_line_error(r, "magic", "dragin", "single", "direct")
 
 
 def test_unknown_model_spec_lists_forms(index_dir):
-    r = dynrag("ask", "Who?", "--index", str(index_dir), "--model", "gpt-9")
+    r = dynrag("ask", "Who?", "--corpus", str(index_dir), "--model", "gpt-9")
     assert_one_line_error(r, "gpt-9", "bundled:smollm2", "hf:")
 
 
 def test_unknown_option_lists_valid_ones(index_dir):
-    r = dynrag("ask", "Who?", "--index", str(index_dir), "--method", "flare", "--option", "tehta=0.1")
+    r = dynrag("ask", "Who?", "--corpus", str(index_dir), "--method", "flare", "--option", "tehta=0.1")
     assert_one_line_error(r, "tehta", "theta")
 
 
@@ -91,7 +91,7 @@ def test_unreadable_corpus_file(tmp_path):
 
 
 def test_debug_shows_the_traceback(index_dir):
-    r = dynrag("--debug", "ask", "   ", "--index", str(index_dir))
+    r = dynrag("--debug", "ask", "   ", "--corpus", str(index_dir))
     assert r.returncode != 0 and "Traceback" in r.stderr
 
 
@@ -107,7 +107,7 @@ def test_reproduce_unknown_table_and_missing_data(tmp_path):
 
 def test_a_question_that_is_not_utf8_is_one_line_naming_it(index_dir):
     # A byte that is not UTF-8 reaches Python's argv as a lone surrogate (\udcff).
-    r = subprocess.run([sys.executable, "-m", "dynrag.cli", "ask", b"Who founded \xff?", "--index", str(index_dir),
+    r = subprocess.run([sys.executable, "-m", "dynrag.cli", "ask", b"Who founded \xff?", "--corpus", str(index_dir),
                         "--method", "direct"], capture_output=True, text=True, timeout=HANG_GUARD_S)
     text = assert_one_line_error(r, "the question cannot be encoded as UTF-8", "character 13", "\\udcff")
     assert "loading model" not in r.stderr and "position" not in text
@@ -115,7 +115,7 @@ def test_a_question_that_is_not_utf8_is_one_line_naming_it(index_dir):
 
 def test_a_config_file_holding_a_lone_surrogate_is_one_line_naming_file_and_key(tmp_path, index_dir):
     (tmp_path / "run.yaml").write_text('method: direct\noptions:\n  exemplars: "x\\udcff"\n')
-    r = dynrag("ask", "Who?", "--index", str(index_dir), "--config", str(tmp_path / "run.yaml"))
+    r = dynrag("ask", "Who?", "--corpus", str(index_dir), "--config", str(tmp_path / "run.yaml"))
     assert_one_line_error(r, f"{tmp_path / 'run.yaml'}: options.exemplars cannot be encoded as UTF-8")
 
 
@@ -125,3 +125,20 @@ def test_a_corpus_line_holding_a_lone_surrogate_names_file_and_line(tmp_path):
     r = dynrag("index", str(corpus), "--out", str(tmp_path / "idx"))
     assert_one_line_error(r, f"{corpus}:2: text cannot be encoded as UTF-8")
     assert not (tmp_path / "idx").exists()
+
+
+def test_a_renamed_flag_still_reads_under_its_old_spelling_with_one_warning(index_dir, tmp_path):
+    """ask --index is now --corpus (eval's name for the same thing); the old spelling is kept for a
+    release, hidden from --help, with one warning line; both spellings at once is an error."""
+    old = dynrag("ask", "Who?", "--index", str(tmp_path / "nope"))
+    assert "warning: --index is now --corpus" in old.stderr
+    assert_one_line_error(old, str(tmp_path / "nope"))  # read as the corpus: the same error --corpus gives
+    both = dynrag("ask", "Who?", "--index", str(index_dir), "--corpus", str(index_dir))
+    assert_one_line_error(both, "--index is the old spelling of --corpus; give --corpus alone")
+    shown = dynrag("ask", "--help").stdout
+    assert "--corpus" in shown and "--index" not in shown
+    demo = dynrag("demo", "--limit", "-1")
+    assert_one_line_error(demo, "--limit must be at least 1 (got -1)")
+    retrieval = dynrag("eval-retrieval", "--dataset", "hotpotqa", "--data", str(tmp_path / "none.json"),
+                       "--out", str(tmp_path / "r"), "--k", "0")
+    assert "warning: --k is now --cutoffs" in retrieval.stderr and retrieval.returncode != 0

@@ -67,7 +67,7 @@ def test_ask_writes_the_trace_file(tmp_path):
     ]) + "\n")
     assert dynrag("index", str(corpus), "--out", str(tmp_path / "idx")).returncode == 0
     trace = tmp_path / "trace.json"
-    r = dynrag("ask", "Who designed the Velmora Bridge?", "--index", str(tmp_path / "idx"), "--method", "dragin",
+    r = dynrag("ask", "Who designed the Velmora Bridge?", "--corpus", str(tmp_path / "idx"), "--method", "dragin",
                "--model", "bundled:smollm2", "--option", "theta=0", "--option", "max_retrievals=1", "--trace", str(trace), "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(trace.read_text())

@@ -62,7 +62,7 @@ def test_folder_corpus_chunks_are_told_apart_in_ask(tmp_path):
                        capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert r.returncode == 0, r.stderr
     model = save_tiny_llama(tmp_path / "tiny")
-    r = subprocess.run([*DYNRAG, "ask", "Which mill stands by the harbour?", "--index", str(index), "--model",
+    r = subprocess.run([*DYNRAG, "ask", "Which mill stands by the harbour?", "--corpus", str(index), "--model",
                         f"hf:{model}", "--option", "max_new_tokens=2"], capture_output=True, text=True, timeout=HANG_GUARD_S,
                        env={**os.environ, "COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
@@ -79,7 +79,7 @@ def test_ask_help_lists_the_methods_and_points_to_the_docs_with_plain_metavars()
     assert "docs/methods.md" in text
     assert "<bool>" not in text and "<list[str]>" not in text and "<str>  " not in text.split("Options:")[1]
     assert "--option KEY=VALUE" in text and "--retriever-option KEY=VALUE" in text
-    assert "--json  " in text and "--index DIR" in text and "--model SPEC" in text
+    assert "--json  " in text and "--corpus DIR" in text and "--model SPEC" in text
     assert "hf:PATH_OR_ID[#FILE.gguf]" in text  # help text is not eaten as markup
     r = run_in_process("eval", "--help")
     assert "--option KEY=VALUE" in r.stdout and "<list[str]>" not in r.stdout and "<bool>" not in r.stdout

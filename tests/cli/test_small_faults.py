@@ -34,7 +34,7 @@ def index(tmp_path_factory):
 
 @pytest.mark.parametrize("k", ["0", "-3"])
 def test_k_below_one_is_refused_by_ask_and_eval(tmp_path, index, k):
-    r = dynrag("ask", "Who?", "--index", index, "--option", f"k={k}")
+    r = dynrag("ask", "Who?", "--corpus", index, "--option", f"k={k}")
     assert_one_line_error(r, f"--option k of method 'single': must be at least 1 (got {k})")
     data = jsonl(tmp_path / "qa.jsonl", {"id": "q", "question": "Who?", "answers": ["x"]})
     r = dynrag("eval", "--dataset", "jsonl", "--data", data, "--method", "single", "--corpus", "contexts",
@@ -60,7 +60,7 @@ def test_a_corpus_changed_after_indexing_is_warned_about(tmp_path):
     assert dynrag("index", corpus, "--out", out).returncode == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["sources"]["files"][0]["size"] == corpus.stat().st_size
-    ask = ["ask", "alpha?", "--index", out, "--model", model, "--option", "max_new_tokens=2"]
+    ask = ["ask", "alpha?", "--corpus", out, "--model", model, "--option", "max_new_tokens=2"]
     r = dynrag(*ask)
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     time.sleep(0.01)
@@ -128,7 +128,7 @@ def test_a_params_index_json_of_the_wrong_type_is_an_index_error(tmp_path, index
     broken = tmp_path / "broken"
     shutil.copytree(index, broken)
     (broken / "params.index.json").write_text(content)
-    r = dynrag("ask", "alpha?", "--index", broken, "--method", "single")
+    r = dynrag("ask", "alpha?", "--corpus", broken, "--method", "single")
     assert_one_line_error(r, str(broken), "params.index.json", "rebuild it with `dynrag index")
 
 

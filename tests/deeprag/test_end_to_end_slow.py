@@ -34,7 +34,7 @@ def test_ask_synth_imitation_calibration_eval(tmp_path):
     ok(run_dynrag(["index", str(corpus), "--out", str(tmp_path / "index")]))
 
     # 1. untrained: the project's worked examples
-    asked = ok(run_dynrag(["ask", records[0]["question"], "--index", str(tmp_path / "index"), "--method", "deeprag",
+    asked = ok(run_dynrag(["ask", records[0]["question"], "--corpus", str(tmp_path / "index"), "--method", "deeprag",
                            "--model", "bundled:smollm2", "--json"]))
     trace = json.loads(asked.stdout)
     assert trace["method"] == "deeprag" and trace["final_answer"] and trace["options"]["shots"] == 4

@@ -83,7 +83,7 @@ def run(args):
 
 def test_eval_retrieval_cli_bm25(tmp_path):
     data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
-    common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2"]
+    common = ["--dataset", "hotpotqa", "--data", str(data), "--cutoffs", "1,2"]
     # numpy search: numba's JIT compile would cost seconds (tests/retrieval/test_bm25.py tests numba)
     r = run([*common, "--retriever", "bm25", "--retriever-option", "backend=numpy", "--out", str(tmp_path / "bm25")])
     assert r.exit_code == 0, r.output
@@ -99,7 +99,7 @@ def test_eval_retrieval_cli_bm25(tmp_path):
 @pytest.mark.slow  # loads the embedding model twice (~10 s on a small CPU)
 def test_eval_retrieval_cli_dense_then_hybrid(tmp_path):
     data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
-    common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2"]
+    common = ["--dataset", "hotpotqa", "--data", str(data), "--cutoffs", "1,2"]
     # dense builds the dense part inside the pooled index; hybrid then reuses it via --corpus DIR.
     r = run([*common, "--retriever", "dense", "--out", str(tmp_path / "dense")])
     assert r.exit_code == 0, r.output
@@ -126,7 +126,7 @@ def test_eval_retrieval_cli_hyde_writes_passages_once_and_reuses_them(tmp_path, 
     monkeypatch.setattr(dynrag.lm, "load_lm", lambda spec, progress=True: tiny)
     data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
     cache = tmp_path / "shared-hyde.jsonl"
-    common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2", "--hyde", "--hyde-max-new-tokens", "5",
+    common = ["--dataset", "hotpotqa", "--data", str(data), "--cutoffs", "1,2", "--hyde", "--hyde-max-new-tokens", "5",
               "--retriever-option", "backend=numpy"]
     r = run([*common, "--out", str(tmp_path / "first"), "--hyde-cache", str(cache)])
     assert r.exit_code == 0, r.output
@@ -163,7 +163,7 @@ def test_eval_retrieval_cli_errors_are_one_line(tmp_path):
         (["--retriever", "bm25", "--retriever-option", "alpha=1"],
          "--retriever-option alpha of retriever 'bm25': unknown option"),
         (["--retriever", "bm25", "--option", "alpha=1"], "--option alpha of retriever 'bm25': unknown option"),
-        (["--k", "0"], "--k"),
+        (["--cutoffs", "0"], "--cutoffs"),
         (["--corpus", str(tmp_path / "nope")], "no such index directory"),
         (["--limit", "0"], "--limit"),
     ]
@@ -192,7 +192,7 @@ def test_eval_retrieval_matches_gold_paragraphs_by_content_in_an_index_with_othe
         {"id": f"wiki-{i}", "title": p.title, "text": p.text} for i, p in enumerate(paragraphs.values())])
     r = CliRunner().invoke(app, ["index", str(corpus), "--out", str(tmp_path / "idx")])
     assert r.exit_code == 0, r.output
-    common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2", "--retriever-option", "backend=numpy"]
+    common = ["--dataset", "hotpotqa", "--data", str(data), "--cutoffs", "1,2", "--retriever-option", "backend=numpy"]
     pooled = run([*common, "--out", str(tmp_path / "pooled")])
     wiki = run([*common, "--corpus", str(tmp_path / "idx"), "--out", str(tmp_path / "wiki")])
     assert pooled.exit_code == 0 and wiki.exit_code == 0, (pooled.output, wiki.output)

@@ -88,7 +88,7 @@ def scripted(monkeypatch):
 
 def test_eval_retrieval_decompose_records_its_texts_and_reuses_them(tmp_path, scripted):
     data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
-    common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2", "--retriever-option", "backend=numpy",
+    common = ["--dataset", "hotpotqa", "--data", str(data), "--cutoffs", "1,2", "--retriever-option", "backend=numpy",
               "--query-transform", "decompose"]
     r = run([*common, "--out", str(tmp_path / "first")])
     assert r.exit_code == 0, r.output
@@ -119,7 +119,7 @@ def test_eval_retrieval_hyde_multi_shares_its_first_passage_with_hyde(tmp_path, 
     monkeypatch.setattr(dynrag.lm, "load_lm", lambda spec, progress=True: tiny)
     data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
     cache = tmp_path / "texts.jsonl"
-    common = ["--dataset", "hotpotqa", "--data", str(data), "--k", "1,2", "--retriever-option", "backend=numpy",
+    common = ["--dataset", "hotpotqa", "--data", str(data), "--cutoffs", "1,2", "--retriever-option", "backend=numpy",
               "--hyde-max-new-tokens", "4", "--hyde-cache", str(cache)]
     r = run([*common, "--query-transform", "hyde-multi", "--hyde-documents", "2", "--out", str(tmp_path / "multi")])
     assert r.exit_code == 0, r.output

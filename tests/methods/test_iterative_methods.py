@@ -187,7 +187,7 @@ def test_ask_dragin_with_the_balanced_preset_applies_the_chain_to_each_retrieval
     index_dir = tmp_path / "idx"
     BM25Index.build([index.passage(i) for i in range(len(index))], index_dir, progress=False)
     # the classifier's "answer directly" would leave nothing to check: keep it, but below its threshold
-    args = ["ask", QUESTION, "--index", str(index_dir), "--method", "dragin", "--preset", "balanced",
+    args = ["ask", QUESTION, "--corpus", str(index_dir), "--method", "dragin", "--preset", "balanced",
             "--option", "theta=0", "--option", "max_new_tokens=16", "--option", "classify_threshold=0", "--json"]
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output

@@ -141,13 +141,13 @@ def test_cli_index_warns_about_a_huge_passage_and_ask_answers_over_it(tmp_path):
     assert r.returncode == 0 and "warning:" not in r.stderr
 
     model = save_tiny_llama(tmp_path / "tiny")  # a context window of 4,096 tokens
-    r = subprocess.run([*dynrag, "ask", "the river town bridge ?", "--index", str(tmp_path / "idx"), "--model",
+    r = subprocess.run([*dynrag, "ask", "the river town bridge ?", "--corpus", str(tmp_path / "idx"), "--model",
                         f"hf:{model}", "--option", "k=2", "--option", "max_new_tokens=8", "--json"],
                        capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert r.returncode == 0, r.stderr
     trace = json.loads(r.stdout)
     assert [n["id"] for n in trace["truncations"] if n["part"] == "document"] == ["big"]
-    r = subprocess.run([*dynrag, "ask", "the river town bridge ?", "--index", str(tmp_path / "idx"), "--model",
+    r = subprocess.run([*dynrag, "ask", "the river town bridge ?", "--corpus", str(tmp_path / "idx"), "--model",
                         f"hf:{model}", "--option", "k=2", "--option", "max_new_tokens=8"],
                        capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert r.returncode == 0 and "passage 'big' cut to" in " ".join(r.stdout.split())

@@ -117,7 +117,7 @@ def test_dynrag_ask_method_seakr(tmp_path):
     r = run_in_process("index", str(folder), "--out", str(tmp_path / "idx"))
     assert r.returncode == 0, r.stderr
     model = save_tiny_llama(tmp_path / "tiny")
-    r = run_in_process("ask", "who built the bridge ?", "--index", str(tmp_path / "idx"), "--model", f"hf:{model}",
+    r = run_in_process("ask", "who built the bridge ?", "--corpus", str(tmp_path / "idx"), "--model", f"hf:{model}",
                        "--method", "seakr", "--option", "samples=3", "--option", "max_new_tokens=6",
                        "--option", "threshold=-1000000", "--json")
     assert r.returncode == 0, r.stderr

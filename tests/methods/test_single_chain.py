@@ -200,7 +200,7 @@ def test_ask_takes_the_preset(lm, index_dir, monkeypatch, flag):
     load = BM25Index.load.__func__  # numpy search: numba's JIT would cost seconds here
     monkeypatch.setattr(BM25Index, "load", classmethod(lambda cls, d, *a, **k: load(cls, d, *a, **{**k, "backend": "numpy"})))
     result = CliRunner().invoke(
-        cli.app, ["ask", QUESTION, "--index", str(index_dir), *flag, "--option", "max_new_tokens=6", "--json"],
+        cli.app, ["ask", QUESTION, "--corpus", str(index_dir), *flag, "--option", "max_new_tokens=6", "--json"],
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -214,7 +214,7 @@ def test_ask_retriever_flags(lm, index_dir, monkeypatch):
     import dynrag.cli as cli
 
     monkeypatch.setattr(cli, "_load_lm_with_status", lambda spec: lm)
-    ask = ["ask", QUESTION, "--index", str(index_dir), "--option", "max_new_tokens=4", "--json"]
+    ask = ["ask", QUESTION, "--corpus", str(index_dir), "--option", "max_new_tokens=4", "--json"]
     result = CliRunner().invoke(cli.app, [*ask, "--retriever", "dense", "--option", "k=2"])
     assert result.exit_code == 0, result.output
     hits = json.loads(result.stdout)["retrievals"][0]["hits"]

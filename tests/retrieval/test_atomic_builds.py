@@ -88,7 +88,7 @@ def test_first_use_dense_part_announces_count_and_eta_shows_progress_and_survive
     corpus = write_corpus(tmp_path / "c.jsonl", 2000)
     assert subprocess.run([*DYNRAG, "index", str(corpus), "--out", str(index)], capture_output=True).returncode == 0
     model = save_tiny_llama(tmp_path / "tiny")
-    ask = [*DYNRAG, "ask", "Which town has a bridge?", "--index", str(index), "--retriever", "hybrid",
+    ask = [*DYNRAG, "ask", "Which town has a bridge?", "--corpus", str(index), "--retriever", "hybrid",
            "--model", f"hf:{model}", "--option", "max_new_tokens=2"]
 
     # killed while embedding: the index is as it was, the build's temporary stays behind ...

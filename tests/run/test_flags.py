@@ -69,3 +69,25 @@ def test_every_command_shows_the_same_model_and_retriever_sentences(command):
     assert f": {' '.join(MODEL_HELP.split())}." in option_help(command, "--model")
     if command[0] != "world":  # the world's commands retrieve from nothing they are given
         assert " ".join(RETRIEVER_HELP.split()) in option_help(command, "--retriever")
+
+
+def every_command(app) -> list[list[str]]:
+    names = [[c.name or c.callback.__name__] for c in app.registered_commands]
+    for group in app.registered_groups:
+        names += [[group.name, *sub] for sub in every_command(group.typer_instance)]
+    return names
+
+
+def test_every_option_placeholder_is_a_word_not_a_type():
+    """typer writes `<int>`, `<str>` for an option that names no metavar; fill_placeholders gives
+    each the one word its type calls for (N, X, TEXT, PATH), on every command."""
+    from dynrag.cli import app
+
+    commands = every_command(app)
+    assert ["train", "grpo"] in commands and ["reproduce"] in commands and len(commands) >= 18
+    for command in commands:
+        r = run_in_process(*command, "--help", env={"COLUMNS": "200"})
+        assert r.returncode == 0, (command, r.stderr)
+        options = [line for line in r.stdout.splitlines() if line.lstrip().startswith("--")]
+        typed = [line.strip() for line in options if re.search(r"<(int|str|float|path|list[^>]*)>", line)]
+        assert not typed, (command, typed)

@@ -57,7 +57,7 @@ def test_a_method_without_retrieval_plans_no_retriever():
 
 
 def test_ask_needs_an_index_for_a_method_that_retrieves():
-    with pytest.raises(ConfigError, match=r"method 'single' retrieves: pass --index DIR"):
+    with pytest.raises(ConfigError, match=r"method 'single' retrieves: pass --corpus DIR"):
         make_plan(RunConfig(), command="ask")
     assert make_plan(RunConfig(retriever="opensearch"), command="ask").retriever.index is None  # a server's index
 

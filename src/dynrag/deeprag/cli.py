@@ -11,7 +11,7 @@ from rich.console import Console
 
 from dynrag.run.flags import (
     aliases_flag, batch_flag, corpus_flag, data_flag, dataset_flag, limit_flag, model_flag, progress_flag,
-    retriever_flag, retriever_option_flag, skip_bad_flag,
+    old_spelling, renamed, retriever_flag, retriever_option_flag, skip_bad_flag,
 )
 
 TEACHER_HELP = "target (the target model, default) | dataset (gold decomposition: musique, strategyqa, 2wikimultihopqa, world) | a model spec"
@@ -28,7 +28,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         teacher: Optional[str] = typer.Option(None, "--teacher", help=f"Who writes sub-questions and retrieved answers: {TEACHER_HELP}."),
         limit: Optional[int] = limit_flag(role="Questions after --skip"),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
-        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="T: most sub-questions in a narrative (default: the dataset's DeepRAG limit, 6 on HotpotQA, 10 elsewhere)."),
+        max_subqueries: Optional[int] = typer.Option(None, "--max-subqueries", help="T: most sub-questions in a narrative (default: the dataset's DeepRAG limit, 6 on HotpotQA, 10 elsewhere)."),
+        max_steps: Optional[int] = old_spelling("--max-steps", metavar="N"),  # elsewhere: optimizer steps
         max_retrievals: Optional[int] = typer.Option(None, "--max-retrievals", help="R: most retrievals in a narrative (default: the dataset's DeepRAG limit, 6 on HotpotQA, 10 elsewhere)."),
         max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most tree nodes expanded per question (default: the whole tree for T and R; a smaller budget cuts questions, counted in the summary)."),
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
@@ -51,7 +52,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
             req = SynthRequest(
                 dataset=dataset, data=data, out=out, corpus=corpus, model=model, teacher=teacher, limit=limit,
-                skip=skip, max_steps=max_steps, max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots,
+                skip=skip, max_steps=renamed(max_subqueries, max_steps, "--max-subqueries", "--max-steps"), max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots,
                 aliases=aliases, skip_bad=skip_bad, retriever=retriever, retriever_options=list(retriever_option),
                 select=select, seed=seed, batch=batch,
             )

@@ -15,7 +15,7 @@ from dynrag.retrieval.transform_registry import QUERY_TRANSFORMS, writes_text as
 from dynrag.run.flags import (
     aliases_flag, batch_flag, config_flag, corpus_flag, data_flag, dataset_flag, exemplars_flag, limit_flag,
     method_flag, method_option_flag, model_flag, preset_flag, progress_flag, retriever_flag, retriever_option_flag,
-    skip_bad_flag, workers_flag,
+    old_spelling, renamed, skip_bad_flag, workers_flag,
 )
 
 UserErrors = Callable[[], ContextManager[None]]
@@ -97,7 +97,8 @@ def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
         option: list[str] = typer.Option(
             [], "--option", metavar="KEY=VALUE", hidden=True, help="Deprecated name of --retriever-option.",
         ),
-        k: Optional[str] = typer.Option(None, "--k", metavar="K,K", help="Cut-offs for recall@K and support_all@K (default 3,10)."),
+        cutoffs: Optional[str] = typer.Option(None, "--cutoffs", metavar="K,K", help="Cut-offs for recall@K and support_all@K (default 3,10)."),
+        k: Optional[str] = old_spelling("--k", metavar="K,K"),  # elsewhere --k is passages per retrieval
         limit: Optional[int] = limit_flag(),
         skip_bad: Optional[bool] = skip_bad_flag(None),
         progress: bool = progress_flag(),
@@ -140,7 +141,8 @@ def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
                 raise ConfigError("--hyde-cache and --model apply to a query transform: add --hyde or --query-transform NAME")
             if option:
                 warn_deprecated("eval-retrieval --option is now --retriever-option")
-            flags = dict(dataset=dataset, data=data, out=out, retriever=retriever, corpus=corpus, cutoffs=k, limit=limit,
+            flags = dict(dataset=dataset, data=data, out=out, retriever=retriever, corpus=corpus,
+                         cutoffs=renamed(cutoffs, k, "--cutoffs", "--k"), limit=limit,
                          skip_bad=skip_bad, query_transform=query_transform, hyde=hyde, model=model,
                          hyde_cache=hyde_cache, hyde_max_new_tokens=hyde_max_new_tokens, hyde_documents=hyde_documents)
             run = load_run_config(config, flags, retriever_pairs=list(retriever_option) + list(option),

@@ -72,5 +72,5 @@ def build_method(
     if not isinstance(options, MethodOptions):
         options = parse_options(name, options or {})
     if retriever is None and method_traits(name).needs_retrieval:
-        raise ConfigError(f"method {name!r} retrieves, so it needs an index (--index DIR)")
+        raise ConfigError(f"method {name!r} retrieves, so it needs an index (--corpus DIR)")
     return cls(lm, builder or PromptBuilder.for_dataset("default"), options, retriever=retriever)

@@ -1,7 +1,7 @@
 """Dense retrieval: sentence-embedding vectors in a memory-mapped float32 file, exact inner-product
 search (numpy, or faiss's IndexFlatIP when faiss is importable).
 
-One index directory can hold both retrievers, so hybrid search needs a single ``--index DIR``:
+One index directory can hold both retrievers, so hybrid search needs a single ``--corpus DIR``:
 
   DIR/                     a BM25 index (see bm25.py): manifest.json, passages.jsonl, offsets.npy ...
   DIR/dense/manifest.json  format "dynrag-dense", "passages": "parent"

@@ -100,7 +100,7 @@ def needs_index(name: str) -> bool:
 
 def _require_index(name: str, index_dir: Path | None) -> Path:
     if index_dir is None:
-        raise ConfigError(f"retriever {name!r} searches an index directory: pass --index/--corpus DIR")
+        raise ConfigError(f"retriever {name!r} searches an index directory: pass --corpus DIR")
     return Path(index_dir)
 
 

@@ -11,9 +11,13 @@ optional for `eval`, which reads it from --config, and required for `train grpo`
 
 from __future__ import annotations
 
+import types
+import typing
+from pathlib import Path
 from typing import Any
 
 import typer
+from typer.models import OptionInfo
 
 from dynrag.datasets.formats import DATASETS
 from dynrag.lm.spec import MODEL_HELP
@@ -24,6 +28,7 @@ from dynrag.retrieval.factory import RETRIEVERS
 RETRIEVER_HELP = f"{RETRIEVERS.choices()}; dense parts are built into the index on first use."
 RETRIEVER_OPTION_HELP = "KEY=VALUE (repeatable), e.g. alpha=0.3 for hybrid; each retriever's keys are in docs/evaluation.md."
 CORPUS_HELP = "'contexts' (the default: pool the questions' own context paragraphs) or an index directory (dynrag index)."
+INDEX_CORPUS_HELP = "an index directory (dynrag index)."
 DATASET_HELP = f"{DATASETS.choices(', ')}."
 DATA_HELP = "a benchmark file in its original format (--dataset names which)."
 METHOD_HELP = f"{METHODS.choices()}."
@@ -110,5 +115,55 @@ def skip_bad_flag(default: Any = False) -> Any:
     return typer.Option(default, "--skip-bad/--no-skip-bad", help=SKIP_BAD_HELP)
 
 
+def index_corpus_flag(role: str = "Corpus") -> Any:
+    """`--corpus` where only an index will do (ask, serve: no dataset's own paragraphs to pool)."""
+    return typer.Option(None, "--corpus", metavar="DIR", help=_help(role, INDEX_CORPUS_HELP))
+
+
+def old_spelling(old: str, metavar: str | None = None) -> Any:
+    """A renamed flag's old spelling, kept for a release: still read, hidden from --help."""
+    return typer.Option(None, old, metavar=metavar, hidden=True)
+
+
+def renamed(new_value: Any, old_value: Any, new: str, old: str) -> Any:
+    """The value given under ``new``, or under ``old`` with a one-line warning; not both."""
+    if old_value is None:
+        return new_value
+    from dynrag.config import warn_deprecated
+    from dynrag.errors import ConfigError
+
+    if new_value is not None:
+        raise ConfigError(f"{old} is the old spelling of {new}; give {new} alone")
+    warn_deprecated(f"{old} is now {new}")
+    return old_value
+
+
 def aliases_flag() -> Any:
     return typer.Option(None, "--aliases", metavar="FILE", help=ALIASES_HELP)
+
+
+# The placeholder a flag shows in --help when its declaration names none, by the value's type, so
+# every command writes `--skip N` rather than typer's `<int>` on some commands and N on others.
+PLACEHOLDERS = {int: "N", float: "X", str: "TEXT", Path: "PATH"}
+
+
+def _placeholder(annotation: Any) -> str | None:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType) and len(args) == 1:
+        return _placeholder(args[0])
+    return PLACEHOLDERS.get(annotation)
+
+
+def fill_placeholders(app: typer.Typer) -> None:
+    """Give every option of ``app``'s commands (and its groups') that names no metavar the one its
+    type calls for; flags and a metavar already named are left alone. (Positional arguments keep
+    typer's form, NAME <type>, the same on every command.)"""
+    import inspect
+
+    for command in app.registered_commands:
+        for parameter in inspect.signature(command.callback, eval_str=True).parameters.values():
+            info = parameter.default
+            if isinstance(info, OptionInfo) and info.metavar is None and parameter.annotation is not bool:
+                info.metavar = _placeholder(parameter.annotation)
+    for group in app.registered_groups:
+        fill_placeholders(group.typer_instance)

@@ -177,7 +177,7 @@ def _retriever(config: RunConfig, method: MethodPlan, command: Command) -> Retri
     if command == "eval":
         return _eval_corpus(config, name, options, needs_index, method.name)
     if command == "ask" and needs_index and config.index is None:
-        raise ConfigError(f"method {method.name!r} retrieves: pass --index DIR (build one with `dynrag index`)")
+        raise ConfigError(f"method {method.name!r} retrieves: pass --corpus DIR (build one with `dynrag index`)")
     return RetrieverPlan(name, options, config.index if needs_index else None)
 
 

@@ -8,7 +8,9 @@ from typing import Callable, ContextManager, Optional
 import typer
 from rich.console import Console
 
-from dynrag.run.flags import config_flag, exemplars_flag, model_flag, retriever_flag, retriever_option_flag
+from dynrag.run.flags import (
+    config_flag, exemplars_flag, index_corpus_flag, model_flag, old_spelling, renamed, retriever_flag, retriever_option_flag,
+)
 from dynrag.serve.limits import DEFAULT_PORT, ServeSettings
 
 _DEFAULTS = ServeSettings()
@@ -21,12 +23,11 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             role="Run configuration (model, index, retriever, retriever_options, exemplars, and method/options as the "
             "default for requests that name none)",
         ),
-        index_dir: Optional[Path] = typer.Option(
-            None, "--index", help="Index directory (dynrag index). Default: the demo index, built on first use."
-        ),
+        corpus: Optional[Path] = index_corpus_flag(role="The index to search (default: the demo index, built on first use)"),
+        index_dir: Optional[Path] = old_spelling("--index", metavar="DIR"),
         model: Optional[str] = model_flag(),
         retriever: Optional[str] = retriever_flag(
-            role="Retriever over --index (default bm25, or hybrid with a balanced|best preset in options)"
+            role="Retriever over --corpus (default bm25, or hybrid with a balanced|best preset in options)"
         ),
         retriever_option: list[str] = retriever_option_flag(),
         exemplars: Optional[str] = exemplars_flag(),
@@ -56,7 +57,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 "batch": batch, "timeout": timeout, "max_body_bytes": max_body_bytes, "max_question_chars": max_question_chars,
                 "max_tokens": max_tokens,
             }, "dynrag serve")
-            flags = dict(index=index_dir, model=model, retriever=retriever, exemplars=exemplars)
+            flags = dict(index=renamed(corpus, index_dir, "--corpus", "--index"), model=model, retriever=retriever, exemplars=exemplars)
             run = load_run_config(config, flags, (), retriever_option)
             err = Console(stderr=True)
             run_server(build_app(settings, run, err), settings, err)
