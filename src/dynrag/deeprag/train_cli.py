@@ -199,12 +199,12 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         with user_errors():
             from dynrag.training.finetune import FineTune
             from dynrag.training.reader_examples import check_context, check_order
-            from dynrag.training.reader_train import ReaderRequest, run_reader
+            from dynrag.training.reader_train import FineTuneReaderRequest, run_reader
 
             check_context(context)
             check_order(order)
             options = train_options(option, method=method or FineTune.LORA, lr=lr, epochs=epochs, max_steps=max_steps,
                                     schedule=schedule, batch_size=batch_size, save_every=save_every, threads=threads)
-            req = ReaderRequest(dataset, list(data), out, context, model, exemplars, limit, options, order)
+            req = FineTuneReaderRequest(dataset, list(data), out, context, model, exemplars, limit, options, order)
             report = run_reader(req, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")

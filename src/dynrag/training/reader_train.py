@@ -34,7 +34,7 @@ from dynrag.methods.prompting import PromptBuilder
 
 
 @dataclass
-class ReaderRequest:
+class FineTuneReaderRequest:
     dataset: str
     data: list[Path]
     out: Path
@@ -56,7 +56,7 @@ def load_training_questions(dataset: str, paths: list[Path], limit: int | None) 
     return questions
 
 
-def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+def run_reader(req: FineTuneReaderRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
     console = console or Console(stderr=True)
     check_context(req.context)
     check_order(req.order)

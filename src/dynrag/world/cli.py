@@ -146,7 +146,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.lm.spec import ModelSpec
             from dynrag.registry import parse_model, parse_pairs
             from dynrag.world.entities import WorldOptions
-            from dynrag.world.reader import STYLES, ReaderOptions, ReaderRequest, run_reader
+            from dynrag.world.reader import STYLES, ReaderOptions, WorldReaderRequest, run_reader
 
             if style not in STYLES:
                 raise ConfigError(f"--style {style}: choose one of {', '.join(STYLES)}")
@@ -157,7 +157,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             flags = dict(style=style, epochs=epochs, max_steps=max_steps, threads=threads)
             values = {k: v for k, v in flags.items() if v is not None} | parse_pairs(option)
             options = parse_model(ReaderOptions, values, "world reader")
-            report = run_reader(ReaderRequest(out, seed_list, model, WorldOptions(seed=test_seed), options),
+            report = run_reader(WorldReaderRequest(out, seed_list, model, WorldOptions(seed=test_seed), options),
                                 console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps({"out": str(out), "model": str(ModelSpec.for_path(out)), "style": report.get("style"),
                                          "steps": report.get("steps"),

@@ -72,7 +72,7 @@ class ReaderOptions(TrainOptions):
 
 
 @dataclass
-class ReaderRequest:
+class WorldReaderRequest:
     out: Path
     seeds: Sequence[int] = DEFAULT_SEEDS
     model: str = "bundled"
@@ -127,7 +127,7 @@ def check_seeds(seeds: Sequence[int], avoid: WorldOptions) -> None:
                           "train on worlds of other seeds")
 
 
-def training_worlds(req: ReaderRequest, console: Console, progress: bool) -> list[Path]:
+def training_worlds(req: WorldReaderRequest, console: Console, progress: bool) -> list[Path]:
     """Each training world under OUT/worlds, made and probed with the base model unless already there."""
     dirs = []
     for seed in req.seeds:
@@ -182,7 +182,7 @@ def reader_examples(worlds: Sequence[TrainingWorld], frame: ChatFrame | None, op
     return kept, counts
 
 
-def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+def run_reader(req: WorldReaderRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
     """Make the training worlds, then train (or resume, or skip when OUT is complete)."""
     console = console or Console(stderr=True)
     check_seeds(req.seeds, req.avoid)
@@ -200,7 +200,7 @@ def run_reader(req: ReaderRequest, *, console: Console | None = None, progress: 
         return _train(req, worlds, console, progress)
 
 
-def _train(req: ReaderRequest, worlds: list[Path], console: Console, progress: bool) -> dict[str, Any]:
+def _train(req: WorldReaderRequest, worlds: list[Path], console: Console, progress: bool) -> dict[str, Any]:
     out, options = Path(req.out), req.options
     model, tokenizer, source = load_trainable(req.model, progress=progress)
     settled = settle_method(options, model)
