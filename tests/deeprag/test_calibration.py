@@ -8,7 +8,7 @@ import torch
 from dynrag.corpus.passage import Passage
 from dynrag.deeprag.calibration import CalibrationRequest, _reference_scores, preference_share, run_calibration
 from dynrag.deeprag.pairs import build_pairs, heldout_question, tokenize_pair
-from dynrag.deeprag.synth import Models, SynthRequest
+from dynrag.deeprag.synth import Models, SynthJobOptions
 from dynrag.training.trainer import TrainOptions
 from dynrag.deeprag.trajectory import Trajectory
 from dynrag.datasets.loaders import load_examples
@@ -65,7 +65,7 @@ def test_pair_tokens_continue_the_prompt():
     assert preference_share([-1.0, -2.0, -3.0], [-2.0, -1.0, -4.0]) == pytest.approx(2 / 3, abs=1e-4)
 
 
-def knowing_search(tmp_path, tiny_model_dir, questions: int) -> tuple[SynthRequest, Models]:
+def knowing_search(tmp_path, tiny_model_dir, questions: int) -> tuple[SynthJobOptions, Models]:
     """A synthesis request over ``questions`` written 2Wiki records and a BM25 index of their
     contexts, and a scripted searcher that knows every other question's founder (so it retrieves
     only the founders it does not know)."""
@@ -75,7 +75,7 @@ def knowing_search(tmp_path, tiny_model_dir, questions: int) -> tuple[SynthReque
     index = BM25Index.load(tmp_path / "index", backend="numpy")
     founders = {r.decomposition[0].split(" >> ")[0]: r.contexts[0].text.split("founded by ")[1].split(" in ")[0]
                 for r in examples[::2]}
-    synth = SynthRequest(dataset="2wikimultihopqa", data=data, out=tmp_path / "ignored", model=f"hf:{tiny_model_dir}",
+    synth = SynthJobOptions(dataset="2wikimultihopqa", data=data, out=tmp_path / "ignored", model=f"hf:{tiny_model_dir}",
                          teacher="dataset", corpus=str(tmp_path / "index"))
     return synth, Models(knowing_model(founders), None, index)
 

@@ -10,7 +10,7 @@ import torch
 from dynrag.corpus.passage import Passage
 from dynrag.deeprag import grpo as grpo_module
 from dynrag.datasets.formats.registry import dataset_spec
-from dynrag.deeprag.grpo import GrpoOptions, GrpoRequest, run_grpo
+from dynrag.deeprag.grpo import GrpoOptions, GrpoJobOptions, run_grpo
 from dynrag.deeprag.grpo_options import settle_limits
 from dynrag.training.losses import grpo_token_losses, learned_logprobs
 from dynrag.deeprag.rewards import RewardOptions, group_advantages, rollout_reward
@@ -109,7 +109,7 @@ def request(tmp_path, tiny_model_dir, **options):
     data = write_wiki(tmp_path / "train.json", 4)
     opts = GrpoOptions(method="full", lr=1e-3, batch_size=2, group=2, max_new_tokens=12, max_subqueries=2, threads=1, shots=0,
                        save_every=1, **options)
-    return GrpoRequest("2wikimultihopqa", data, tmp_path / "grpo", f"hf:{tiny_model_dir}", options=opts)
+    return GrpoJobOptions(dataset="2wikimultihopqa", data=data, out=tmp_path / "grpo", model=f"hf:{tiny_model_dir}", options=opts)
 
 
 @pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
@@ -172,7 +172,7 @@ def test_bad_options_fail_in_one_line(tmp_path, tiny_model_dir):
         result = run_in_process(*common, *extra)
         assert result.returncode != 0 and needle in result.stderr and "Traceback" not in result.stderr
     with pytest.raises(ConfigError):
-        run_grpo(GrpoRequest("2wikimultihopqa", data, tmp_path / "o", f"hf:{tiny_model_dir}", limit=0))
+        run_grpo(GrpoJobOptions(dataset="2wikimultihopqa", data=data, out=tmp_path / "o", model=f"hf:{tiny_model_dir}", limit=0))
 
 
 def test_lora_reference_is_the_base_model_with_adapters_off():

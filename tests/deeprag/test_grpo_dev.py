@@ -7,7 +7,7 @@ import pytest
 
 from dynrag.datasets.examples import QAExample
 from dynrag.deeprag import grpo_dev
-from dynrag.deeprag.grpo import GrpoOptions, GrpoRequest, run_grpo
+from dynrag.deeprag.grpo import GrpoOptions, GrpoJobOptions, run_grpo
 from dynrag.deeprag.grpo_dev import DevCheck, dev_summary, load_dev_check, read_dev_log, refuse_overlap
 from dynrag.errors import ConfigError
 from dynrag.retrieval.base import Hit
@@ -55,7 +55,7 @@ def test_a_run_killed_during_a_check_resumes_it_and_writes_each_checked_step_onc
     dev = load_dev_check("2wikimultihopqa", write_dev(tmp_path / "dev.json"), None, 1, console=None)
     options = GrpoOptions(method="full", lr=1e-3, batch_size=2, group=2, max_new_tokens=12, max_subqueries=2, threads=1,
                           shots=0, save_every=1)
-    req = GrpoRequest("2wikimultihopqa", train, tmp_path / "grpo", f"hf:{tiny_model_dir}", options=options, dev=dev)
+    req = GrpoJobOptions(dataset="2wikimultihopqa", data=train, out=tmp_path / "grpo", model=f"hf:{tiny_model_dir}", options=options, dev=dev)
     real, calls = grpo_dev.answer_greedily, []
 
     def dies_at_the_last_check(policy, questions):

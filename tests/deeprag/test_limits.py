@@ -6,7 +6,7 @@ import pytest
 from dynrag.config import load_run_config
 from dynrag.datasets.formats.registry import DATASETS, DeepRAGLimits, deeprag_limits
 from dynrag.deeprag.grpo_options import GrpoOptions, grpo_options, settle_limits
-from dynrag.deeprag.synth import SynthRequest, resolve_config
+from dynrag.deeprag.synth import SynthJobOptions, resolve_config
 from dynrag.reproduce.catalog import TABLES
 from dynrag.run.plan import make_plan
 from tests.deeprag.conftest import write_wiki
@@ -25,7 +25,7 @@ def test_the_table_holds_the_authors_depths_and_room_for_five_hops():
 
 
 def used_by_synthesis(dataset, data, tmp_path):
-    config = resolve_config(SynthRequest(dataset=dataset, data=data, out=tmp_path / f"synth-{dataset}", teacher="target"))
+    config = resolve_config(SynthJobOptions(dataset=dataset, data=data, out=tmp_path / f"synth-{dataset}", teacher="target"))
     return DeepRAGLimits(config["max_retrievals"], config["max_steps"])
 
 
@@ -67,7 +67,7 @@ def test_synthesis_grpo_eval_and_reproduce_use_the_same_limits(dataset, tmp_path
 def test_a_limit_given_by_its_flag_wins_over_the_table(tmp_path):
     data = write_wiki(tmp_path / "train.json", 2)
     assert used_by_eval("hotpotqa", data, tmp_path, {"max_steps": 3}) == DeepRAGLimits(6, 3)
-    config = resolve_config(SynthRequest(dataset="hotpotqa", data=data, out=tmp_path / "s", teacher="target",
+    config = resolve_config(SynthJobOptions(dataset="hotpotqa", data=data, out=tmp_path / "s", teacher="target",
                                          max_steps=4, max_retrievals=2))
     assert (config["max_steps"], config["max_retrievals"]) == (4, 2)
     from dynrag.datasets.formats.registry import dataset_spec

@@ -7,7 +7,7 @@ import re
 import pytest
 from rich.console import Console
 
-from dynrag.deeprag.synth import Models, SynthRequest, run_synth
+from dynrag.deeprag.synth import Models, SynthJobOptions, run_synth
 from dynrag.deeprag.teachers import phrase_subquery
 from dynrag.deeprag.trajectory import read_trajectories
 from dynrag.errors import ConfigError
@@ -74,7 +74,7 @@ def bench(tmp_path):
 
 
 def request(tmp_path, data, **kw):
-    return SynthRequest(dataset="2wikimultihopqa", data=data, out=tmp_path / "synth", **{"teacher": "dataset", **kw})
+    return SynthJobOptions(dataset="2wikimultihopqa", data=data, out=tmp_path / "synth", **{"teacher": "dataset", **kw})
 
 
 def test_dataset_teacher_finds_the_cheapest_correct_narratives(tmp_path, bench):
@@ -145,7 +145,7 @@ def test_bad_choices_are_named_before_anything_is_loaded(tmp_path, bench):
     with pytest.raises(ConfigError, match="unknown teacher 'oracle'; choose one of: target, dataset"):
         run_synth(request(tmp_path, data, teacher="oracle"), progress=False)
     with pytest.raises(ConfigError, match="--teacher dataset: hotpotqa records carry no gold decomposition"):
-        run_synth(SynthRequest(dataset="hotpotqa", data=data, out=tmp_path / "o", teacher="dataset"), progress=False)
+        run_synth(SynthJobOptions(dataset="hotpotqa", data=data, out=tmp_path / "o", teacher="dataset"), progress=False)
     with pytest.raises(ConfigError, match="--match 'exact'"):
         run_synth(request(tmp_path, data, match="exact"), progress=False)
     with pytest.raises(ConfigError, match="max_steps and max_nodes"):

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from dynrag.training.supervised import attach_method, finish
 from dynrag.training.losses import completion_logprobs, dpo_loss
 from dynrag.training.models import is_complete, load_trainable, read_meta
 from dynrag.deeprag.pairs import SYNTH_KEEP, PreferencePair, build_pairs, check_pair_mode, pair_masks, tokenize_pair
-from dynrag.deeprag.synth import Models, SynthRequest, run_synth
+from dynrag.deeprag.synth import Models, SynthJobOptions, run_synth
 from dynrag.training.trainer import (
     TrainOptions,
     describe_schedule,
@@ -66,7 +66,7 @@ class CalibrationOptions(TrainOptions):
 
 @dataclass
 class CalibrationRequest:
-    synth: SynthRequest  # its `out` is ignored: the search goes to OUT/synth
+    synth: SynthJobOptions  # its `out` is ignored: the search goes to OUT/synth
     out: Path
     beta: float = 0.4
     heldout: float = 0.1
@@ -122,7 +122,7 @@ def run_calibration(req: CalibrationRequest, *, console: Console | None = None, 
     stage_one = req.synth.model
     with DirectoryLock(out, "training directory"):
         _check_mode_unchanged(out, mode)
-        search = replace(req.synth, out=out / "synth", select="min", keep=SYNTH_KEEP[mode])
+        search = req.synth.model_copy(update={"out": out / "synth", "select": "min", "keep": SYNTH_KEEP[mode]})
         synth = run_synth(search, console=console, progress=progress, models=search_models)
         console.print(f"search with {stage_one}: {synth['found']} of {synth['questions']} questions with a correct narrative")
         pairs = build_pairs(read_trajectories(out / "synth"), heldout=req.heldout, mode=mode)

@@ -48,15 +48,18 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         with user_errors():
             import json
 
-            from dynrag.deeprag.synth import SynthRequest, run_synth
+            from dynrag.deeprag.synth import SynthJobOptions
+            from dynrag.run.jobs import JOBS
+            from dynrag.registry import parse_pairs, split_csv_pairs
 
-            req = SynthRequest(
+            req = SynthJobOptions(
                 dataset=dataset, data=data, out=out, corpus=corpus, model=model, teacher=teacher, limit=limit,
                 skip=skip, max_steps=renamed(max_subqueries, max_steps, "--max-subqueries", "--max-steps"), max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots,
-                aliases=aliases, skip_bad=skip_bad, retriever=retriever, retriever_options=list(retriever_option),
+                aliases=aliases, skip_bad=skip_bad, retriever=retriever,
+                retriever_options=parse_pairs(split_csv_pairs(retriever_option), flag="--retriever-option"),
                 select=select, seed=seed, batch=batch,
             )
-            summary = run_synth(req, console=Console(stderr=True), progress=progress)
+            summary = JOBS.open("synth", req, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(summary, indent=2) + "\n")
 
     from dynrag.deeprag.train_cli import register_train

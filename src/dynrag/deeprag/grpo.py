@@ -30,11 +30,11 @@ import copy
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import Field
 from rich.console import Console
 
 from dynrag.training.finetune import FineTune
@@ -63,34 +63,28 @@ from dynrag.lm.row_decode import Sampling
 from dynrag.methods.deeprag.narrative import load_exemplars
 from dynrag.retrieval.base import Retriever
 from dynrag.run.checks import check_aliases, check_corpus, check_data_file
+from dynrag.run.jobs import JOBS, JobTraits, OutputGroup, QuestionsGroup, SearchGroup
 
 # GRPO moves a model far with few steps: rates well below the imitation stage's (1e-6: the authors').
 DEFAULT_LR = {FineTune.FULL: 1e-6, FineTune.LORA: 1e-5}
 RUN_FILE = "grpo_run.json"
 
 
-@dataclass
-class GrpoRequest:
-    dataset: str
-    data: Path
-    out: Path
-    model: str
-    corpus: str = "contexts"
-    options: GrpoOptions = field(default_factory=GrpoOptions)
-    limit: int | None = None
-    skip: int = 0
-    aliases: Path | None = None
-    skip_bad: bool = False
-    retriever: str = "bm25"
-    retriever_options: dict[str, Any] = field(default_factory=dict)
-    dev: DevCheck | None = None  # held-out questions checked every few steps (not part of the run's identity)
+class GrpoJobOptions(QuestionsGroup, SearchGroup, OutputGroup):
+    """The `train grpo` job's options: the shared groups and the training recipe. ``model`` is the
+    stage-I checkpoint, required (the policy's start and the KL reference)."""
+
+    model: str = Field(description="the stage-I model: the policy's start and the frozen KL reference")
+    options: GrpoOptions = Field(default_factory=GrpoOptions, description="the training recipe")
+    # Held-out questions checked every few steps (not part of the run's identity).
+    dev: DevCheck | None = Field(None, description="held-out questions checked every few steps")
 
 
 def reward_options(options: GrpoOptions) -> RewardOptions:
     return RewardOptions(**{k: getattr(options, k) for k in RewardOptions.model_fields})
 
 
-def load_training_questions(req: GrpoRequest, console: Console) -> tuple[list[QAExample], Dataset]:
+def load_training_questions(req: GrpoJobOptions, console: Console) -> tuple[list[QAExample], Dataset]:
     spec = dataset_spec(req.dataset)
     check_aliases(req.aliases, spec.name)
     check_corpus(req.corpus)
@@ -110,7 +104,7 @@ def load_training_questions(req: GrpoRequest, console: Console) -> tuple[list[QA
     return examples, spec
 
 
-def open_retriever(req: GrpoRequest, examples: list[QAExample], console: Console, progress: bool) -> Retriever:
+def open_retriever(req: GrpoJobOptions, examples: list[QAExample], console: Console, progress: bool) -> Retriever:
     from dynrag.run.assemble import open_plan_retriever
     from dynrag.run.plan import search_retriever
 
@@ -126,7 +120,7 @@ def questions_fingerprint(examples: list[QAExample]) -> str:
     return digest.hexdigest()
 
 
-def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool = True,
+def run_grpo(req: GrpoJobOptions, *, console: Console | None = None, progress: bool = True,
              retriever: Retriever | None = None) -> dict[str, Any]:
     """Run (or resume) GRPO; `retriever` replaces the one built from --corpus (tests)."""
     console = console or Console(stderr=True)
@@ -156,8 +150,11 @@ def run_grpo(req: GrpoRequest, *, console: Console | None = None, progress: bool
         # step knows its own number (the rollouts' key and seeds).
         slots = {s * per_step + j: q for s, batch in enumerate(plan) for j, q in enumerate(batch)}
         batches = [[s * per_step + j for j in range(len(batch))] for s, batch in enumerate(plan)]
+        from dynrag.run.plan import search_retriever
+
+        searched = search_retriever(req.retriever, req.retriever_options)
         identity = {"questions": questions_fingerprint(examples), "model": resolve_model(req.model),
-                    "corpus": req.corpus, "retriever": [req.retriever, req.retriever_options],
+                    "corpus": req.corpus, "retriever": [searched.name, searched.options],
                     "options": identity_options(options)}
         claim_run(out, identity)  # before any rollout is read back: they belong to this run's settings
         log = RolloutLog(out)
@@ -294,3 +291,7 @@ class Policy:
             "rollout_seconds": rollout_seconds,  # sampling (or reading back) the groups; the rest is the loss
             "tokens": float(tokens),
         }
+
+
+JOBS.add("train grpo", run_grpo, GrpoJobOptions, summary="GRPO from the stage-I model, with rewards for correct, cheap narratives",
+         traits=JobTraits(lock="out", loop="own"))

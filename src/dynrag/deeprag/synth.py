@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
 from rich.console import Console
 
 from dynrag.corpus.passage import Passage
@@ -53,10 +54,10 @@ from dynrag.io.lock import DirectoryLock
 from dynrag.lm.base import LanguageModel
 from dynrag.methods.deeprag.narrative import Narrative, NarrativeStep, load_exemplars, trained_prompt_shots
 from dynrag.methods.deeprag.writer import NarrativeWriter
-from dynrag.registry import parse_pairs
 from dynrag.retrieval.base import Retriever
 from dynrag.io.files import file_sha256
 from dynrag.run.checks import check_aliases, check_data_file, corpus_identity
+from dynrag.run.jobs import JOBS, JobTraits, ModelGroup, OutputGroup, QuestionsGroup, SearchGroup
 
 SYNTH_FORMAT = "dynrag-synth/1"
 SELECTION = ("skip", "limit")
@@ -66,35 +67,26 @@ KEEP = ("path", "siblings", "all-correct")
 OLD_DEFAULTS = {"select": "min", "seed": None, "keep": "path", "max_retrievals": None}
 
 
-@dataclass
-class SynthRequest:
-    dataset: str
-    data: Path
-    out: Path
-    corpus: str = "contexts"
-    model: str = "bundled"
-    teacher: str | None = None  # target | dataset | a model spec
-    limit: int | None = None
-    skip: int = 0  # leave out the first N questions (e.g. those held out for evaluation)
-    max_steps: int | None = None  # None: the dataset's DeepRAG limit (its registry entry), as eval and GRPO use
-    max_retrievals: int | None = None  # None: the dataset's DeepRAG limit
-    max_nodes: int | None = None  # None: exhaustive for the limits (the paper has no cap)
-    k: int = 3
-    match: str = "em"
-    shots: int | None = None  # worked examples in the target's prompt (default: as for the method)
-    aliases: Path | None = None
-    skip_bad: bool = False
-    retriever: str | None = None
-    retriever_options: list[str] = field(default_factory=list)
-    select: str = "min"  # min | max | random: which correct narrative a trajectory holds
-    seed: int = 0  # the draw of select=random
-    keep: str = "path"  # path | siblings | all-correct (what else a trajectory stores)
+class SynthJobOptions(QuestionsGroup, SearchGroup, ModelGroup, OutputGroup):
+    """The `synth` job's options: the shared groups (questions, search, model, output) and the tree
+    search's own."""
+
+    teacher: str | None = Field(None, description="target | dataset | a model spec")
+    max_steps: int | None = Field(None, description="T, most sub-questions; None: the dataset's DeepRAG limit")
+    max_retrievals: int | None = Field(None, description="R, most retrievals; None: the dataset's DeepRAG limit")
+    max_nodes: int | None = Field(None, description="most nodes expanded; None: the whole tree (the paper has no cap)")
+    k: int = Field(3, description="passages per retrieval")
+    match: str = Field("em", description="em or f1:T")
+    shots: int | None = Field(None, description="worked examples in the target's prompt (None: as for the method)")
+    select: str = Field("min", description="min | max | random: which correct narrative a trajectory holds")
+    seed: int = Field(0, description="the draw of select=random")
+    keep: str = Field("path", description="path | siblings | all-correct: what else a trajectory stores")
     # Questions searched at once on threads, their generations batched by one model (not part of
     # the output's identity: a run may resume with another value).
-    batch: int = 1
+    batch: int = Field(1, description="questions searched at once")
 
 
-def resolve_config(req: SynthRequest) -> dict[str, Any]:
+def resolve_config(req: SynthJobOptions) -> dict[str, Any]:
     """Every input that decides the trajectories, resolved; errors before anything is loaded."""
     spec = dataset_spec(req.dataset)
     teacher = check_teacher(req.teacher, spec.name)
@@ -116,7 +108,7 @@ def resolve_config(req: SynthRequest) -> dict[str, Any]:
     check_aliases(req.aliases, spec.name)
     from dynrag.run.plan import search_retriever
 
-    retriever_plan = search_retriever(req.retriever, parse_pairs(req.retriever_options, "--retriever-option"))
+    retriever_plan = search_retriever(req.retriever, req.retriever_options)
     _, corpus, corpus_sha = corpus_identity(req.corpus)
     data = check_data_file(Path(req.data), spec.name)
     model = resolve_model(req.model)
@@ -228,7 +220,7 @@ class QuestionExpander:
         return self.match.correct(answer, self.example.answers, self.yes_no)
 
 
-def select_examples(req: SynthRequest, config: dict[str, Any], console: Console) -> list[QAExample]:
+def select_examples(req: SynthJobOptions, config: dict[str, Any], console: Console) -> list[QAExample]:
     aliases = load_aliases(Path(req.aliases)) if req.aliases else None
     wanted = None if req.limit is None else req.skip + req.limit
     examples, _ = load_questions(config["dataset"], req.data, console, aliases=aliases, skip_bad=req.skip_bad, limit=wanted)
@@ -270,7 +262,7 @@ def load_models(config: dict[str, Any], examples: list[QAExample], out: Path, co
     return Models(load_lm(config["model"], progress=progress), teacher, retriever)
 
 
-def run_synth(req: SynthRequest, *, console: Console | None = None, progress: bool = True,
+def run_synth(req: SynthJobOptions, *, console: Console | None = None, progress: bool = True,
               models: Models | None = None) -> dict[str, Any]:
     """Run (or resume) a synthesis; returns the summary written to summary.json."""
     console = console or Console(stderr=True)
@@ -359,3 +351,7 @@ def _found_record(config, ex: QAExample, expander: QuestionExpander, result, sta
 
 def _stats(found: int, cut: int, n: int) -> str:
     return f"found {found}/{n}" + (f", cut by --max-nodes {cut}" if cut else "")
+
+
+JOBS.add("synth", run_synth, SynthJobOptions, summary="binary tree search for each question's cheapest correct narrative",
+         traits=JobTraits(lock="out", loop="own"))

@@ -101,12 +101,12 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         """Stage II: search again with the stage-I model, build preference pairs (--pairs), DPO."""
         with user_errors():
             from dynrag.deeprag.calibration import CalibrationRequest, run_calibration
-            from dynrag.deeprag.synth import SynthRequest
+            from dynrag.deeprag.synth import SynthJobOptions
 
             options = train_options(option, "calibration", method=method, lr=lr, epochs=epochs, max_steps=max_steps,
                                     schedule=schedule, warmup_ratio=warmup_ratio, batch_size=batch_size,
                                     save_every=save_every, threads=threads)
-            search = SynthRequest(dataset=dataset, data=data, out=out / "synth", corpus=corpus, model=model, teacher=teacher,
+            search = SynthJobOptions(dataset=dataset, data=data, out=out / "synth", corpus=corpus, model=model, teacher=teacher,
                                   limit=limit, skip=skip, max_steps=max_steps_search, max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots,
                                   aliases=aliases, skip_bad=skip_bad, retriever=retriever)
             report = run_calibration(CalibrationRequest(search, out, beta, heldout, options, pairs),
@@ -156,7 +156,8 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
     ) -> None:
         """Stage II by GRPO: sampled deeprag narratives per question, rewarded for a correct answer with few retrievals."""
         with user_errors():
-            from dynrag.deeprag.grpo import GrpoRequest, run_grpo
+            from dynrag.deeprag.grpo import GrpoJobOptions
+            from dynrag.run.jobs import JOBS
             from dynrag.deeprag.grpo_dev import load_dev_check
             from dynrag.registry import parse_pairs
             from dynrag.retrieval.factory import given_options
@@ -170,8 +171,10 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
             chosen = given_options(retriever, parse_pairs(retriever_option, "--retriever-option"), "--retriever-option")
             console = Console(stderr=True)
             dev = load_dev_check(dataset, dev_data, dev_limit, dev_every, console) if dev_data else None
-            request = GrpoRequest(dataset, data, out, model, corpus, options, limit, skip, aliases, skip_bad, retriever, chosen, dev)
-            report = run_grpo(request, console=console, progress=progress)
+            request = GrpoJobOptions(dataset=dataset, data=data, out=out, model=model, corpus=corpus, options=options,
+                                     limit=limit, skip=skip, aliases=aliases, skip_bad=skip_bad, retriever=retriever,
+                                     retriever_options=chosen, dev=dev)
+            report = JOBS.open("train grpo", request, console=console, progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
 
     @train.command("reader")

@@ -62,7 +62,7 @@ def world_split(world: Path, split: str) -> Path:
 def figure3_command(*, world: Path | None, model: str, limit: int | None, out: Path, run: bool,
                     options: Mapping[str, Any], console: Console, progress: bool) -> str:
     """Run (or resume, or with run=False only read) the figure's GRPO run; the markdown report."""
-    from dynrag.deeprag.grpo import GrpoRequest, run_grpo
+    from dynrag.deeprag.grpo import GrpoJobOptions, run_grpo
     from dynrag.deeprag.grpo_dev import load_dev_check, read_dev_log
     from dynrag.deeprag.grpo_options import grpo_options
 
@@ -77,7 +77,7 @@ def figure3_command(*, world: Path | None, model: str, limit: int | None, out: P
     if run:
         dev = load_dev_check(DATASET, world_split(world, "dev"), limit or 50, own.dev_every, console)
         index = world_index(Path(world), Path(out), build=True)
-        request = GrpoRequest(DATASET, world_split(world, "train"), where, model, corpus=str(index), options=training,
+        request = GrpoJobOptions(dataset=DATASET, data=world_split(world, "train"), out=where, model=model, corpus=str(index), options=training,
                               limit=train_n, skip=own.train_skip, dev=dev)
         run_grpo(request, console=console, progress=progress)
     return render(read_dev_log(where), where, model, own, training, train_n)
