@@ -192,3 +192,20 @@ def test_a_row_builds_its_run_config_once_and_parses_no_option_string(tmp_path, 
     built: list = []
     reproduce(req, method_factory=factory(world, built), progress=False)
     assert len(built) == 2 and calls == {"load_run_config": 2, "parse_pairs": 0}
+
+
+def test_skip_bad_reaches_every_rows_run_config(tmp_path, world, monkeypatch):
+    import dynrag.config
+
+    seen = []
+    real = dynrag.config.load_run_config
+
+    def capture(path, flags, *args, **kwargs):
+        config = real(path, flags, *args, **kwargs)
+        seen.append(config.skip_bad)
+        return config
+
+    monkeypatch.setattr(dynrag.config, "load_run_config", capture)
+    req = ReproduceRequest(table="world", world=world, out=tmp_path / "runs", rows=["single"], skip_bad=True)
+    reproduce(req, method_factory=factory(world, []), progress=False)
+    assert seen == [True]

@@ -138,3 +138,16 @@ def test_a_run_configuration_file_is_the_base_of_every_trial(tmp_path, dev):
     assert best["options"]["variant"] == "reference"
     tuned = json.loads((out / "tuned.json").read_text())
     assert tuned["fixed"] == {"variant": "reference", "query_words": 12} and set(tuned["options"]) == {"theta"}
+
+
+def test_skip_bad_skips_a_malformed_dev_record_in_every_trial(tmp_path, dev):
+    rows, data = dev
+    with open(data, "a", encoding="utf-8") as f:
+        f.write("{not json\n")
+        f.write(json.dumps(rows[0] | {"id": "extra"}) + "\n")  # after the bad line: not the file's cut-off tail
+    refused = tune(data, tmp_path / "a", "--space", "theta=1.0", "--trials", "1", "--sampler", "grid")
+    assert refused.returncode != 0 and f"{data}:9" in refused.stderr
+    out = tmp_path / "b"
+    r = tune(data, out, "--space", "theta=1.0", "--trials", "1", "--sampler", "grid", "--skip-bad")
+    assert r.returncode == 0, r.stderr
+    assert len(predictions(out / "trials" / "0")) == 9

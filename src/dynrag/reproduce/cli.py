@@ -11,7 +11,8 @@ from rich.console import Console
 
 from dynrag.reproduce.catalog import table_names
 from dynrag.run.flags import (
-    batch_flag, corpus_flag, limit_flag, model_flag, progress_flag, retriever_flag, retriever_option_flag, workers_flag,
+    batch_flag, corpus_flag, limit_flag, model_flag, progress_flag, retriever_flag, retriever_option_flag, skip_bad_flag,
+    workers_flag,
 )
 
 # Generated from the table registries (importing them loads no model library: 0.04 s).
@@ -41,6 +42,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         tuned: list[Path] = typer.Option([], "--tuned", metavar="DIR", help="A `dynrag tune` directory: the rows of its method run at its best values (repeatable; the table prints them)."),
         batch: int = batch_flag(1, role="Each run's batch", at_least=1),
         workers: str = workers_flag("1", role="Worker processes of each run (the rows still run one after another)"),
+        skip_bad: bool = skip_bad_flag(),
         results: Optional[Path] = typer.Option(None, "--results", metavar="DIR", help="Also write the run's result record (rows, published cells, claim verdicts, provenance) into DIR, e.g. results/; `dynrag results` pages it."),
     ) -> None:
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
@@ -51,7 +53,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                 table=table, limit=limit, model=model, retriever=retriever, retriever_option=list(retriever_option),
                 corpus=corpus, data=list(data), data_dir=data_dir, world=world, dataset=list(dataset), row=list(row),
                 option=list(option), out=out, write=write, run=run, progress=progress, reader=list(reader),
-                tuned=list(tuned), batch=batch, workers=workers, results=results,
+                tuned=list(tuned), batch=batch, workers=workers, results=results, skip_bad=skip_bad,
             )
             sys.stdout.write(run_reproduce(args, Console(stderr=True)))
 

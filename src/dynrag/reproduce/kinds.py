@@ -51,6 +51,7 @@ class ReproduceArgs(BaseModel):
     batch: int = 1
     workers: str = "1"
     results: Path | None = None
+    skip_bad: bool = False
 
     def given(self) -> list[str]:
         """The fields set to something other than their default, in declaration order."""
@@ -150,7 +151,8 @@ def _run_qa(args: ReproduceArgs, err: Console) -> str:
     from dynrag.reproduce.runs import reproduce
 
     req = _request(args, retriever=args.retriever, retriever_options=args.retriever_options(), corpus=args.corpus,
-                   batch=args.batch, world=args.world, tuned=list(args.tuned), workers=args.worker_count())
+                   batch=args.batch, world=args.world, tuned=list(args.tuned), workers=args.worker_count(),
+                   skip_bad=args.skip_bad)
     started, load_start = time.monotonic(), load_average()
     report = reproduce(req, console=err, progress=_progress(args, err))
     lines = render_lines(report)

@@ -47,6 +47,7 @@ class ReproduceRequest:
     workers: int | str = 1  # worker processes per run, each with its own model: N or "auto" (not part of its identity)
     world: Path | None = None  # `reproduce world`: the world directory (dynrag world make --out)
     tuned: list[Path] = field(default_factory=list)  # `dynrag tune` directories: their best values replace defaults
+    skip_bad: bool = False  # skip and count malformed records in each row's questions
 
 
 def check_rows(rows: list[str] | None, keys: list[str], table: str) -> None:
@@ -161,7 +162,7 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
                 workers=req.workers if method_factory is None else 1,
                 batch=req.batch if req.batch > 1 and method_factory is None else None,
                 baseline=run_dir(req, by_key[(spec.dataset, spec.baseline)]) if spec.baseline else None,
-                retriever_options=dict(req.retriever_options) or None,
+                retriever_options=dict(req.retriever_options) or None, skip_bad=req.skip_bad or None,
             )
             plan = make_plan(load_run_config(None, flags), command="eval")
             summary = run_eval(plan, method_factory=method_factory, console=console, progress=progress)

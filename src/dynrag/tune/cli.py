@@ -12,7 +12,7 @@ from rich.console import Console
 from dynrag.methods.registry import method_traits
 from dynrag.run.flags import (
     batch_flag, config_flag, corpus_flag, data_flag, dataset_flag, exemplars_flag, limit_flag, method_flag,
-    method_option_flag, model_flag, retriever_flag, retriever_option_flag, workers_flag,
+    method_option_flag, model_flag, retriever_flag, retriever_option_flag, skip_bad_flag, workers_flag,
 )
 
 UserErrors = Callable[[], ContextManager[None]]
@@ -42,6 +42,7 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
         method: Optional[str] = method_flag(),
         corpus: Optional[str] = corpus_flag(),
         limit: Optional[int] = limit_flag(),
+        skip_bad: Optional[bool] = skip_bad_flag(None),
         model: Optional[str] = model_flag(),
         option: list[str] = method_option_flag(role="A fixed method option"),
         retriever: Optional[str] = retriever_flag(),
@@ -61,7 +62,7 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
 
             err = Console(stderr=True, emoji=False)
             given = dict(dataset=dataset, data=data, method=method, corpus=corpus, limit=limit, model=model,
-                         retriever=retriever, exemplars=exemplars, scorer=scorer)
+                         retriever=retriever, exemplars=exemplars, scorer=scorer, skip_bad=skip_bad)
             if report and not space and config is None and all(v is None for v in given.values()):
                 result = _report_only(out, storage, err)
             else:
