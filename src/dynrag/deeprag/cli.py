@@ -14,7 +14,15 @@ from dynrag.run.flags import (
     old_spelling, renamed, retriever_flag, retriever_option_flag, skip_bad_flag,
 )
 
-TEACHER_HELP = "target (the target model, default) | dataset (gold decomposition: musique, strategyqa, 2wikimultihopqa, world) | a model spec"
+def _teacher_help() -> str:
+    """The datasets a `dataset` teacher works on, read from the dataset registry's trait."""
+    from dynrag.datasets.formats import DATASETS, dataset_spec
+
+    decomposed = ", ".join(name for name in DATASETS.names() if dataset_spec(name).decomposes)
+    return f"target (the target model, default) | dataset (gold decomposition: {decomposed}) | a model spec"
+
+
+TEACHER_HELP = _teacher_help()
 
 
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
