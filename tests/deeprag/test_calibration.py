@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dynrag.corpus.passage import Passage
-from dynrag.deeprag.calibration import CalibrationRequest, _reference_scores, preference_share, run_calibration
+from dynrag.deeprag.calibration import CalibrationJobOptions, _reference_scores, preference_share, run_calibration
 from dynrag.deeprag.pairs import build_pairs, heldout_question, tokenize_pair
 from dynrag.deeprag.synth import Models, SynthJobOptions
 from dynrag.training.trainer import TrainOptions
@@ -86,7 +86,7 @@ def test_calibration_end_to_end_prefers_the_chosen_decisions_more_after_training
     out = tmp_path / "coc"
     # the default cosine schedule averages about half the peak rate: twice the constant rate this test had
     options = TrainOptions(lr=6e-3, epochs=6, batch_size=4, threads=1)
-    report = run_calibration(CalibrationRequest(synth, out, beta=0.4, heldout=0.0, options=options), progress=False,
+    report = run_calibration(CalibrationJobOptions(synth=synth, out=out, beta=0.4, heldout=0.0, options=options), progress=False,
                              search_models=search)
     pairs = read_jsonl(out / "pairs.jsonl")
     assert len(pairs) == 16 and sum(p["chosen_decision"] == "parametric" for p in pairs) == 4
@@ -124,7 +124,7 @@ def test_a_copied_search_trains_again_without_searching_or_scoring_again(tmp_pat
 
     synth, search = knowing_search(tmp_path, tiny_model_dir, 4)
     first, second = tmp_path / "cosine", tmp_path / "constant"
-    run_calibration(CalibrationRequest(synth, first, heldout=0.0, options=TrainOptions(max_steps=1, threads=1)),
+    run_calibration(CalibrationJobOptions(synth=synth, out=first, heldout=0.0, options=TrainOptions(max_steps=1, threads=1)),
                     progress=False, search_models=search)
     second.mkdir()
     shutil.copytree(first / "synth", second / "synth")
@@ -132,7 +132,7 @@ def test_a_copied_search_trains_again_without_searching_or_scoring_again(tmp_pat
     reference = (second / "reference.jsonl").read_text()
     nothing = Models(None, None, search.retriever)  # any generation would fail on a missing model
     report = run_calibration(
-        CalibrationRequest(synth, second, heldout=0.0, options=TrainOptions(schedule="constant", max_steps=1, threads=1)),
+        CalibrationJobOptions(synth=synth, out=second, heldout=0.0, options=TrainOptions(schedule="constant", max_steps=1, threads=1)),
         progress=False, search_models=nothing)
     assert (second / "pairs.jsonl").read_text() == (first / "pairs.jsonl").read_text()
     assert (second / "reference.jsonl").read_text() == reference  # no pair scored again

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from dynrag.deeprag.imitation import ImitationRequest, run_imitation
+from dynrag.deeprag.imitation import ImitationJobOptions, run_imitation
 from dynrag.training.lora import LoRALinear, add_lora, merge_lora
 from dynrag.training.models import plain_model
 from dynrag.training.trainer import TrainOptions, plan_batches
@@ -23,7 +23,7 @@ def test_imitation_writes_a_loadable_hf_directory_with_log_and_curve(tmp_path, t
     data = write_trajectories(tmp_path / "t.jsonl", 12)
     out = tmp_path / "imi"
     options = TrainOptions(method=method, lr=3e-3 if method == "full" else 3e-2, epochs=4, batch_size=3, save_every=5, threads=1)
-    report = run_imitation(ImitationRequest([data], out, f"hf:{tiny_model_dir}", options), progress=False)
+    report = run_imitation(ImitationJobOptions(data=[data], out=out, model=f"hf:{tiny_model_dir}", options=options), progress=False)
     assert report["steps"] == 16 and report["examples"] == 12
     assert report["final_loss"] < report["first_loss"]  # it learns the repeated narratives
     log = [json.loads(l) for l in (out / "train_log.jsonl").read_text().splitlines()]
@@ -37,7 +37,7 @@ def test_imitation_writes_a_loadable_hf_directory_with_log_and_curve(tmp_path, t
     lm = load_lm(f"hf:{out}", progress=False)
     assert not any(isinstance(m, LoRALinear) for m in lm.model.modules())  # adapters merged away
     assert build_method("deeprag", lm, retriever=object(), options={}).narrative.shots == 0
-    again = run_imitation(ImitationRequest([data], out, f"hf:{tiny_model_dir}", options), progress=False)
+    again = run_imitation(ImitationJobOptions(data=[data], out=out, model=f"hf:{tiny_model_dir}", options=options), progress=False)
     assert again["steps"] == 16 and len((out / "train_log.jsonl").read_text().splitlines()) == 16  # not retrained
 
 
@@ -89,12 +89,12 @@ def test_bad_trajectory_lines_and_options_are_named(tmp_path, tiny_model_dir):
     bad["steps"][0]["retrieve"] = "sometimes"
     data.write_text("\n".join([lines[0], json.dumps(bad), lines[2]]) + "\n")
     with pytest.raises(DataError, match=r"t\.jsonl:2: bad trajectory: steps\[0\]\.'retrieve' must be true or false"):
-        run_imitation(ImitationRequest([data], tmp_path / "o", f"hf:{tiny_model_dir}"), progress=False)
+        run_imitation(ImitationJobOptions(data=[data], out=tmp_path / "o", model=f"hf:{tiny_model_dir}"), progress=False)
     data.write_text(lines[0] + "\n" + lines[1][:40])  # a last line cut short is an error too
     with pytest.raises(DataError, match=r"t\.jsonl:2: "):
-        run_imitation(ImitationRequest([data], tmp_path / "o", f"hf:{tiny_model_dir}"), progress=False)
+        run_imitation(ImitationJobOptions(data=[data], out=tmp_path / "o", model=f"hf:{tiny_model_dir}"), progress=False)
     with pytest.raises(DataError, match="no such trajectory file"):
-        run_imitation(ImitationRequest([tmp_path / "nowhere"], tmp_path / "o", f"hf:{tiny_model_dir}"), progress=False)
+        run_imitation(ImitationJobOptions(data=[tmp_path / "nowhere"], out=tmp_path / "o", model=f"hf:{tiny_model_dir}"), progress=False)
     from dynrag.deeprag.train_cli import train_options
 
     with pytest.raises(ConfigError, match="training: unknown option 'lerning_rate'; valid options: .*lr"):

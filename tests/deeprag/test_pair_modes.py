@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from dynrag.cli import app
 from dynrag.corpus.passage import Passage
-from dynrag.deeprag.calibration import CalibrationRequest, run_calibration
+from dynrag.deeprag.calibration import CalibrationJobOptions, run_calibration
 from dynrag.training.losses import completion_logprobs
 from dynrag.deeprag.pairs import build_pairs, node_costs, pair_masks, tokenize_pair
 from dynrag.training.trainer import TrainOptions
@@ -125,7 +125,7 @@ def test_calibration_trains_one_step_on_each_mode_and_a_resume_must_keep_it(tmp_
     synth, models = search_setup
     out = tmp_path / mode
     options = TrainOptions(lr=1e-3, max_steps=1, batch_size=2, threads=1)
-    report = run_calibration(CalibrationRequest(synth, out, heldout=0.0, options=options, pairs=mode),
+    report = run_calibration(CalibrationJobOptions(synth=synth, out=out, heldout=0.0, options=options, pairs=mode),
                              progress=False, search_models=models)
     pairs = read_jsonl(out / "pairs.jsonl")
     assert report["pairs"]["mode"] == mode and {p["mode"] for p in pairs} == {mode}
@@ -138,7 +138,7 @@ def test_calibration_trains_one_step_on_each_mode_and_a_resume_must_keep_it(tmp_
     half = tmp_path / "half"  # an OUT whose search is done and whose training is not, resumed with another mode
     shutil.copytree(out / "synth", half / "synth")
     with pytest.raises(ConfigError, match=f"started with --pairs {mode}.*, not --pairs optimal"):
-        run_calibration(CalibrationRequest(synth, half, heldout=0.0, options=options), progress=False,
+        run_calibration(CalibrationJobOptions(synth=synth, out=half, heldout=0.0, options=options), progress=False,
                         search_models=models)
 
 

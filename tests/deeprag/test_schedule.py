@@ -7,7 +7,8 @@ import pytest
 import torch
 from rich.console import Console
 
-from dynrag.deeprag.calibration import CalibrationOptions, CalibrationRequest
+from dynrag.deeprag.calibration import CalibrationJobOptions, CalibrationOptions
+from dynrag.deeprag.synth import SynthJobOptions
 from dynrag.deeprag.train_cli import train_options
 from dynrag.training.trainer import TRAIN_LOG, TrainOptions, learning_rate, train_loop, warmup_of
 from dynrag.errors import ConfigError
@@ -43,7 +44,8 @@ def test_the_authors_recipe_is_the_default_of_both_stages():
     imitation, calibration = train_options([]), train_options([], "calibration")
     assert (imitation.schedule, imitation.warmup_ratio, imitation.epochs) == ("cosine", 0.1, 1)
     assert (calibration.schedule, calibration.warmup_ratio, calibration.epochs) == ("cosine", 0.1, 8)
-    assert isinstance(CalibrationRequest(None, None).options, CalibrationOptions)
+    search = SynthJobOptions(dataset="hotpotqa", data="q.json", out="o/synth")
+    assert isinstance(CalibrationJobOptions(synth=search, out="o").options, CalibrationOptions)
     assert train_options([], "calibration", epochs=2, schedule="constant").epochs == 2
     with pytest.raises(ConfigError, match="option 'schedule': must be 'constant' or 'cosine' \\(got 'linear'\\)"):
         train_options([], schedule="linear")

@@ -5,10 +5,28 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from dynrag.deeprag.calibration import CalibrationJobOptions
 from dynrag.deeprag.grpo import GrpoJobOptions
+from dynrag.deeprag.imitation import ImitationJobOptions
 from dynrag.deeprag.synth import SynthJobOptions
 from dynrag.errors import ConfigError
-from dynrag.run.jobs import JOBS, OutputGroup, QuestionsGroup, SearchGroup, job_traits
+from dynrag.run.jobs import JOBS, JobOptions, OutputGroup, QuestionsGroup, SearchGroup, job_traits
+from dynrag.training.finetune import FineTune
+from dynrag.training.reader_train import FineTuneReaderJobOptions
+from dynrag.world.reader import WorldReaderJobOptions
+from dynrag.world.teach import TeachJobOptions
+
+QUESTIONS = {"dataset": "hotpotqa", "data": "q.json", "out": "o"}
+# The fewest values each job's options accept: what a test needs to reach its unknown-key check.
+MINIMAL = {
+    "synth": QUESTIONS,
+    "train grpo": {**QUESTIONS, "model": "hf:stage-one"},
+    "train imitation": {"data": ["synth"], "out": "o"},
+    "train calibration": {"synth": SynthJobOptions(**QUESTIONS), "out": "o"},
+    "train reader": {**QUESTIONS, "data": ["q.json"]},
+    "world teach": {"world": "world", "out": "o"},
+    "world reader": {"out": "o"},
+}
 
 
 def test_jobs_that_read_questions_and_search_share_one_declaration_of_those_options():
@@ -36,3 +54,33 @@ def test_a_job_is_found_by_name_with_its_traits_and_runs_through_the_registry():
         JOBS.get("synthesis")
     with pytest.raises(ConfigError, match="--limit must be at least 1"):  # the job's own checks run
         JOBS.open("synth", {"dataset": "hotpotqa", "data": "missing.json", "out": "o", "limit": 0}, progress=False)
+
+
+def test_every_job_is_registered_with_options_from_the_groups_and_its_own_loop_over_its_locked_out():
+    assert set(MINIMAL) <= set(JOBS.names())
+    for entry in JOBS:
+        assert issubclass(entry.options, JobOptions) and issubclass(entry.options, OutputGroup), entry.name
+        assert (entry.traits.lock, entry.traits.loop) == ("out", "own"), entry.name
+    assert JOBS.get("train reader").options is FineTuneReaderJobOptions
+    assert JOBS.get("world teach").options is TeachJobOptions
+
+
+@pytest.mark.parametrize("name", sorted(MINIMAL))
+def test_each_job_refuses_an_unknown_option(name):
+    options = JOBS.get(name).options
+    options(**MINIMAL[name])
+    with pytest.raises(ValidationError, match="extra"):
+        options(**MINIMAL[name], no_such_option=1)
+
+
+def test_the_jobs_keep_the_defaults_their_records_had():
+    reader = WorldReaderJobOptions(out="o")
+    assert reader.seeds == (101, 102) and isinstance(reader.seeds, tuple) and reader.model == "bundled"
+    assert WorldReaderJobOptions(out="o", seeds=[3]).seeds == [3]
+    assert FineTuneReaderJobOptions(**MINIMAL["train reader"]).options.method == FineTune.LORA
+    imitation = ImitationJobOptions(**MINIMAL["train imitation"])
+    assert imitation.model == "bundled" and imitation.data == [Path("synth")]
+    calibration = CalibrationJobOptions(**MINIMAL["train calibration"])
+    assert (calibration.beta, calibration.heldout, calibration.pairs) == (0.4, 0.1, "optimal")
+    teach = TeachJobOptions(**MINIMAL["world teach"])
+    assert (teach.entities, teach.facts, teach.max_new_tokens, teach.options.epochs) == (None, None, 8, 12)

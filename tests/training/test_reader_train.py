@@ -15,7 +15,7 @@ from dynrag.training.reader_examples import (
     gold_passages,
     reader_example,
 )
-from dynrag.training.reader_train import FineTuneReaderRequest, run_reader
+from dynrag.training.reader_train import FineTuneReaderJobOptions, run_reader
 from dynrag.training.trainer import TrainOptions
 from dynrag.errors import ConfigError
 from dynrag.datasets.loaders import load_examples
@@ -95,8 +95,9 @@ def test_two_lora_steps_write_a_merged_hf_directory_that_single_can_use(tmp_path
     data = write_wiki(tmp_path / "wiki.json", 6)
     out = tmp_path / "m_gr"
     options = TrainOptions(method="lora", lr=1e-2, max_steps=2, batch_size=2, threads=1, save_every=1)
-    report = run_reader(FineTuneReaderRequest("2wikimultihopqa", [data], out, "gr", f"hf:{tiny_model_dir}", options=options),
-                        progress=False)
+    req = FineTuneReaderJobOptions(dataset="2wikimultihopqa", data=[data], out=out, context="gr", model=f"hf:{tiny_model_dir}",
+                                   options=options)
+    report = run_reader(req, progress=False)
     assert report["stage"] == "reader" and report["context"] == "gr" and report["steps"] == 2
     assert report["method"] == "lora" and report["examples"] == 6
     assert report["prompt"] == {"builder": "single", "exemplars": "default", "shots": 6}
@@ -114,7 +115,8 @@ def test_a_run_stopped_after_its_steps_resumes_without_duplicate_log_lines(tmp_p
     data = write_wiki(tmp_path / "wiki.json", 6)
     out = tmp_path / "m_g"
     options = TrainOptions(method="lora", lr=1e-2, max_steps=3, batch_size=2, threads=1, save_every=1)
-    req = FineTuneReaderRequest("2wikimultihopqa", [data], out, "g", f"hf:{tiny_model_dir}", options=options)
+    req = FineTuneReaderJobOptions(dataset="2wikimultihopqa", data=[data], out=out, context="g", model=f"hf:{tiny_model_dir}",
+                                   options=options)
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt

@@ -14,7 +14,7 @@ from dynrag.world.entities import generate
 from dynrag.world.knowledge import Knowledge
 from dynrag.world.make import make_world
 from dynrag.world.reader import (
-    ReaderOptions, WorldReaderRequest, check_seeds, drop_leaks, invented_names, load_training_world, reader_examples, run_reader,
+    ReaderOptions, WorldReaderJobOptions, check_seeds, drop_leaks, invented_names, load_training_world, reader_examples, run_reader,
 )
 from dynrag.world.teach_text import TextExample
 from tests.cli_inprocess import run_in_process
@@ -86,8 +86,8 @@ def test_a_seed_given_twice_is_refused_before_anything_is_made(tmp_path):
 def test_a_two_step_run_makes_its_worlds_and_writes_a_reader(tmp_path):
     model = save_tiny_llama(tmp_path / "tiny")
     out = tmp_path / "reader"
-    request = WorldReaderRequest(out, TRAIN_SEEDS, f"hf:{model}", TINY,
-                            ReaderOptions(max_steps=2, pack_tokens=64, save_every=1))
+    request = WorldReaderJobOptions(out=out, seeds=TRAIN_SEEDS, model=f"hf:{model}", avoid=TINY,
+                                    options=ReaderOptions(max_steps=2, pack_tokens=64, save_every=1))
     report = run_reader(request, console=QUIET, progress=False)
     assert report["steps"] == 2 and report["seeds"] == list(TRAIN_SEEDS)
     for seed in TRAIN_SEEDS:

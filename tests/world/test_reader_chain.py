@@ -21,7 +21,7 @@ from dynrag.world.check import run_check
 from dynrag.world.entities import WorldOptions, generate
 from dynrag.world.knowledge import Knowledge
 from dynrag.world.make import fact_relations, knowledge_path, make_world
-from dynrag.world.reader import ReaderOptions, WorldReaderRequest, invented_names, load_training_world, reader_examples, run_reader
+from dynrag.world.reader import ReaderOptions, WorldReaderJobOptions, invented_names, load_training_world, reader_examples, run_reader
 from tests.cli_inprocess import run_in_process
 from tests.fakes import ScriptedLM
 from tests.tiny_models import save_tiny_llama
@@ -143,13 +143,14 @@ def test_a_bad_style_is_refused_naming_the_choices(tmp_path):
 def test_a_chain_reader_trains_records_its_style_and_refuses_another_on_the_same_out(tmp_path):
     model = save_tiny_llama(tmp_path / "tiny")
     out = tmp_path / "reader"
-    request = WorldReaderRequest(out, TRAIN_SEEDS, f"hf:{model}", TINY, ReaderOptions(max_steps=2, pack_tokens=64))
+    request = WorldReaderJobOptions(out=out, seeds=TRAIN_SEEDS, model=f"hf:{model}", avoid=TINY,
+                                    options=ReaderOptions(max_steps=2, pack_tokens=64))
     report = run_reader(request, console=QUIET, progress=False)
     meta = json.loads((out / "deeprag.json").read_text())
     assert report["steps"] == 2 and meta["style"] == "chain" and meta["options"]["style"] == "chain"
     assert meta["examples_per_epoch"]["chain"] + meta["examples_per_epoch"]["chain_partial"] > 0
-    answer = WorldReaderRequest(out, TRAIN_SEEDS, f"hf:{model}", TINY, ReaderOptions(max_steps=2, pack_tokens=64,
-                                                                                style="answer"))
+    answer = WorldReaderJobOptions(out=out, seeds=TRAIN_SEEDS, model=f"hf:{model}", avoid=TINY,
+                                   options=ReaderOptions(max_steps=2, pack_tokens=64, style="answer"))
     with pytest.raises(ConfigError, match="holds a reader of style chain, not answer"):
         run_reader(answer, console=QUIET, progress=False)
 

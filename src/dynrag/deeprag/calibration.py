@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ from dynrag.io.files import atomic_write_json, atomic_write_text
 from dynrag.io.jsonl import JsonlAppender, json_line, read_jsonl
 from dynrag.io.lock import DirectoryLock
 from dynrag.progress import progress_bar
+from dynrag.run.jobs import JOBS, JobTraits, OutputGroup
 
 PAIRS, REFERENCE, REPORT = "pairs.jsonl", "reference.jsonl", "calibration.json"
 # The authors' DPO rate for 7-8B models; LoRA's usual rate is far higher.
@@ -64,14 +64,16 @@ class CalibrationOptions(TrainOptions):
     epochs: int = Field(8, ge=1)
 
 
-@dataclass
-class CalibrationRequest:
-    synth: SynthJobOptions  # its `out` is ignored: the search goes to OUT/synth
-    out: Path
-    beta: float = 0.4
-    heldout: float = 0.1
-    options: TrainOptions = field(default_factory=CalibrationOptions)
-    pairs: str = "optimal"  # optimal | all-nodes | sentence-order | response (pairs.py)
+class CalibrationJobOptions(OutputGroup):
+    """The `train calibration` job's options: the search with the stage-I model (its ``model``) and
+    the DPO on the pairs it yields."""
+
+    # Its `out` is ignored: the search goes to OUT/synth.
+    synth: SynthJobOptions = Field(description="the search with the stage-I model, as `synth` runs it")
+    beta: float = Field(0.4, description="DPO beta")
+    heldout: float = Field(0.1, description="share of questions whose pairs are kept out of training")
+    options: TrainOptions = Field(default_factory=CalibrationOptions, description="the training recipe")
+    pairs: str = Field("optimal", description="optimal | all-nodes | sentence-order | response (pairs.py)")
 
 
 def preference_share(chosen: list[float], rejected: list[float]) -> float | None:
@@ -105,7 +107,7 @@ def shares(pairs: list[PreferencePair], scores: dict[int, tuple[float, float]]) 
     return result
 
 
-def run_calibration(req: CalibrationRequest, *, console: Console | None = None, progress: bool = True,
+def run_calibration(req: CalibrationJobOptions, *, console: Console | None = None, progress: bool = True,
                     search_models: Models | None = None) -> dict[str, Any]:
     """Run (or resume) stage II; `search_models` replaces what the search would load (tests)."""
     console = console or Console(stderr=True)
@@ -210,3 +212,8 @@ def _reference_scores(model, pairs, tokenized, out: Path, console: Console, prog
 
 def read_report(out: Path) -> dict[str, Any]:
     return json.loads((Path(out) / REPORT).read_text(encoding="utf-8"))
+
+
+JOBS.add("train calibration", run_calibration, CalibrationJobOptions,
+         summary="stage II: search again with the stage-I model, preference pairs, DPO",
+         traits=JobTraits(lock="out", loop="own"))

@@ -10,27 +10,27 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
 from rich.console import Console
 
 from dynrag.deeprag.examples import imitation_example
 from dynrag.deeprag.trajectory import Trajectory, read_trajectories, trajectory_file
 from dynrag.errors import DataError
 from dynrag.lm.loader import resolve_model
+from dynrag.run.jobs import JOBS, JobTraits, ModelGroup, OutputGroup
 from dynrag.training.examples import TrainExample
 from dynrag.training.supervised import already_trained, finish, train_masked, training_model
 from dynrag.training.trainer import TrainOptions, schedule_meta
 
 
-@dataclass
-class ImitationRequest:
-    data: list[Path]
-    out: Path
-    model: str = "bundled"
-    options: TrainOptions = field(default_factory=TrainOptions)
+class ImitationJobOptions(ModelGroup, OutputGroup):
+    """The `train imitation` job's options: the model to fine-tune, OUT, and what it learns from."""
+
+    data: list[Path] = Field(description="synth output directories or trajectories.jsonl files")
+    options: TrainOptions = Field(default_factory=TrainOptions, description="the training recipe")
 
 
 def load_training_trajectories(paths: list[Path]) -> list[Trajectory]:
@@ -49,7 +49,7 @@ def build_examples(tokenizer: Any, trajectories: list[Trajectory], max_tokens: i
     return kept, len(examples) - len(kept)
 
 
-def run_imitation(req: ImitationRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+def run_imitation(req: ImitationJobOptions, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
     console = console or Console(stderr=True)
     options, out = req.options, Path(req.out)
     files = [trajectory_file(p) for p in req.data]
@@ -79,3 +79,8 @@ def run_imitation(req: ImitationRequest, *, console: Console | None = None, prog
             "lr_schedule": schedule_meta(options, lr, steps),
         }
         return finish(model, tokenizer, out, options, records, meta)
+
+
+JOBS.add("train imitation", run_imitation, ImitationJobOptions,
+         summary="stage I: supervised fine-tuning on the synthesised narratives",
+         traits=JobTraits(lock="out", loop="own"))

@@ -57,11 +57,13 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
     ) -> None:
         """Stage I: supervised fine-tuning on the narratives found by `dynrag synth` (passages masked)."""
         with user_errors():
-            from dynrag.deeprag.imitation import ImitationRequest, run_imitation
+            from dynrag.deeprag.imitation import ImitationJobOptions
+            from dynrag.run.jobs import JOBS
 
             options = train_options(option, method=method, lr=lr, epochs=epochs, max_steps=max_steps, schedule=schedule,
                                     warmup_ratio=warmup_ratio, batch_size=batch_size, save_every=save_every, threads=threads)
-            report = run_imitation(ImitationRequest(list(data), out, model, options), console=Console(stderr=True), progress=progress)
+            request = ImitationJobOptions(data=list(data), out=out, model=model, options=options)
+            report = JOBS.open("train imitation", request, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
 
     @train.command("calibration")
@@ -100,8 +102,9 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
     ) -> None:
         """Stage II: search again with the stage-I model, build preference pairs (--pairs), DPO."""
         with user_errors():
-            from dynrag.deeprag.calibration import CalibrationRequest, run_calibration
+            from dynrag.deeprag.calibration import CalibrationJobOptions
             from dynrag.deeprag.synth import SynthJobOptions
+            from dynrag.run.jobs import JOBS
 
             options = train_options(option, "calibration", method=method, lr=lr, epochs=epochs, max_steps=max_steps,
                                     schedule=schedule, warmup_ratio=warmup_ratio, batch_size=batch_size,
@@ -109,8 +112,8 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
             search = SynthJobOptions(dataset=dataset, data=data, out=out / "synth", corpus=corpus, model=model, teacher=teacher,
                                   limit=limit, skip=skip, max_steps=max_steps_search, max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots,
                                   aliases=aliases, skip_bad=skip_bad, retriever=retriever)
-            report = run_calibration(CalibrationRequest(search, out, beta, heldout, options, pairs),
-                                     console=Console(stderr=True), progress=progress)
+            request = CalibrationJobOptions(synth=search, out=out, beta=beta, heldout=heldout, options=options, pairs=pairs)
+            report = JOBS.open("train calibration", request, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
 
     @train.command("grpo")
@@ -202,12 +205,14 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         with user_errors():
             from dynrag.training.finetune import FineTune
             from dynrag.training.reader_examples import check_context, check_order
-            from dynrag.training.reader_train import FineTuneReaderRequest, run_reader
+            from dynrag.training.reader_train import FineTuneReaderJobOptions
+            from dynrag.run.jobs import JOBS
 
             check_context(context)
             check_order(order)
             options = train_options(option, method=method or FineTune.LORA, lr=lr, epochs=epochs, max_steps=max_steps,
                                     schedule=schedule, batch_size=batch_size, save_every=save_every, threads=threads)
-            req = FineTuneReaderRequest(dataset, list(data), out, context, model, exemplars, limit, options, order)
-            report = run_reader(req, console=Console(stderr=True), progress=progress)
+            req = FineTuneReaderJobOptions(dataset=dataset, data=list(data), out=out, context=context, model=model,
+                                           exemplars=exemplars, limit=limit, options=options, order=order)
+            report = JOBS.open("train reader", req, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps(report, indent=2) + "\n")

@@ -16,10 +16,10 @@ loads like any HF model, without an adapter library.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
 from rich.console import Console
 
 from dynrag.training.finetune import FineTune
@@ -31,19 +31,21 @@ from dynrag.datasets.examples import QAExample
 from dynrag.datasets.loaders import load_examples
 from dynrag.lm.loader import resolve_model
 from dynrag.methods.prompting import PromptBuilder
+from dynrag.run.jobs import JOBS, JobTraits, ModelGroup, OutputGroup
 
 
-@dataclass
-class FineTuneReaderRequest:
-    dataset: str
-    data: list[Path]
-    out: Path
-    context: str = "gr"
-    model: str = "bundled"
-    exemplars: str = "default"  # the worked-example style of the prompt (as `--exemplars` of eval)
-    limit: int | None = None  # only the first N questions (over all files)
-    options: TrainOptions = field(default_factory=lambda: TrainOptions(method=FineTune.LORA))
-    order: str = "gold_first"  # the passages' order in each prompt (training/reader_examples.py)
+class FineTuneReaderJobOptions(ModelGroup, OutputGroup):
+    """The `train reader` job's options: the model to fine-tune, OUT, the training questions and the
+    context each is trained with."""
+
+    dataset: str = Field(description="benchmark format of data (a dataset registry name)")
+    data: list[Path] = Field(description="training questions with gold passages, one file or more")
+    context: str = Field("gr", description="g | r | gr | gg: the passages each question is trained with")
+    exemplars: str = Field("default", description="the worked-example style of the prompt (as `--exemplars` of eval)")
+    limit: int | None = Field(None, description="only the first N questions (over all files)")
+    options: TrainOptions = Field(default_factory=lambda: TrainOptions(method=FineTune.LORA),
+                                  description="the training recipe (LoRA unless told otherwise)")
+    order: str = Field("gold_first", description="the passages' order in each prompt (training/reader_examples.py)")
 
 
 def load_training_questions(dataset: str, paths: list[Path], limit: int | None) -> list[QAExample]:
@@ -56,7 +58,7 @@ def load_training_questions(dataset: str, paths: list[Path], limit: int | None) 
     return questions
 
 
-def run_reader(req: FineTuneReaderRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+def run_reader(req: FineTuneReaderJobOptions, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
     console = console or Console(stderr=True)
     check_context(req.context)
     check_order(req.order)
@@ -99,3 +101,8 @@ def run_reader(req: FineTuneReaderRequest, *, console: Console | None = None, pr
         }
         prompt = {"builder": "single", "exemplars": req.exemplars, "shots": len(builder.exemplars)}
         return finish(model, tokenizer, out, options, records, meta, prompt)
+
+
+JOBS.add("train reader", run_reader, FineTuneReaderJobOptions,
+         summary="generator fine-tuning on questions with gold, random or mixed passages",
+         traits=JobTraits(lock="out", loop="own"))

@@ -104,7 +104,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.registry import parse_model, parse_pairs
             from dynrag.training.finetune import FineTune
             from dynrag.world.make import read_manifest
-            from dynrag.world.teach import TeachOptions, TeachRequest, run_teach
+            from dynrag.run.jobs import JOBS
+            from dynrag.world.teach import TeachJobOptions, TeachOptions
 
             if entities is not None and facts is not None:
                 raise ConfigError("--entities and --facts: give one of them")
@@ -116,8 +117,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
                          batch_size=batch_size, save_every=save_every, threads=threads)
             values = {k: v for k, v in flags.items() if v is not None} | parse_pairs(option)
             options = parse_model(TeachOptions, values, "world teach")
-            report = run_teach(TeachRequest(world_dir, out, model, entities, facts, options, max_new_tokens),
-                               console=Console(stderr=True), progress=progress)
+            request = TeachJobOptions(world=world_dir, out=out, model=model, entities=entities, facts=facts, options=options,
+                                      max_new_tokens=max_new_tokens)
+            report = JOBS.open("world teach", request, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps({"out": str(out), "world": str(out / "world"), "model": str(ModelSpec.for_path(out)),
                                          "steps": report.get("steps"), "seconds_per_step": report.get("seconds_per_step"),
                                          **report["probe"]}, indent=2) + "\n")
@@ -146,7 +148,8 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.lm.spec import ModelSpec
             from dynrag.registry import parse_model, parse_pairs
             from dynrag.world.entities import WorldOptions
-            from dynrag.world.reader import STYLES, ReaderOptions, WorldReaderRequest, run_reader
+            from dynrag.run.jobs import JOBS
+            from dynrag.world.reader import STYLES, ReaderOptions, WorldReaderJobOptions
 
             if style not in STYLES:
                 raise ConfigError(f"--style {style}: choose one of {', '.join(STYLES)}")
@@ -157,8 +160,9 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             flags = dict(style=style, epochs=epochs, max_steps=max_steps, threads=threads)
             values = {k: v for k, v in flags.items() if v is not None} | parse_pairs(option)
             options = parse_model(ReaderOptions, values, "world reader")
-            report = run_reader(WorldReaderRequest(out, seed_list, model, WorldOptions(seed=test_seed), options),
-                                console=Console(stderr=True), progress=progress)
+            request = WorldReaderJobOptions(out=out, seeds=seed_list, model=model, avoid=WorldOptions(seed=test_seed),
+                                            options=options)
+            report = JOBS.open("world reader", request, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps({"out": str(out), "model": str(ModelSpec.for_path(out)), "style": report.get("style"),
                                          "steps": report.get("steps"),
                                          "examples_per_epoch": report.get("examples_per_epoch"),

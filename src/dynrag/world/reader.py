@@ -32,6 +32,7 @@ from dynrag.io.jsonl import read_jsonl
 from dynrag.io.lock import DirectoryLock
 from dynrag.lm.chat import ChatFrame
 from dynrag.lm.loader import resolve_model
+from dynrag.run.jobs import JOBS, JobTraits, ModelGroup, OutputGroup
 from dynrag.training.examples import IGNORE, examples_fingerprint
 from dynrag.training.finetune import FineTune
 from dynrag.training.models import is_complete, load_trainable, read_meta
@@ -71,14 +72,14 @@ class ReaderOptions(TrainOptions):
     lr: float | None = Field(5e-4, gt=0)
 
 
-@dataclass
-class WorldReaderRequest:
-    out: Path
-    seeds: Sequence[int] = DEFAULT_SEEDS
-    model: str = "bundled"
-    avoid: WorldOptions = field(default_factory=WorldOptions)
-    options: ReaderOptions = field(default_factory=ReaderOptions)
-    max_new_tokens: int = 8
+class WorldReaderJobOptions(ModelGroup, OutputGroup):
+    """The `world reader` job's options: the model to adapt, OUT, the training worlds' seeds and the
+    test world kept out of them."""
+
+    seeds: Sequence[int] = Field(DEFAULT_SEEDS, description="seeds of the training worlds")
+    avoid: WorldOptions = Field(default_factory=WorldOptions, description="the test world: its seed refused, its names kept out")
+    options: ReaderOptions = Field(default_factory=ReaderOptions, description="the training recipe")
+    max_new_tokens: int = Field(8, description="tokens per probe answer of the training worlds")
 
 
 def invented_names(world: World) -> list[str]:
@@ -127,7 +128,7 @@ def check_seeds(seeds: Sequence[int], avoid: WorldOptions) -> None:
                           "train on worlds of other seeds")
 
 
-def training_worlds(req: WorldReaderRequest, console: Console, progress: bool) -> list[Path]:
+def training_worlds(req: WorldReaderJobOptions, console: Console, progress: bool) -> list[Path]:
     """Each training world under OUT/worlds, made and probed with the base model unless already there."""
     dirs = []
     for seed in req.seeds:
@@ -182,7 +183,7 @@ def reader_examples(worlds: Sequence[TrainingWorld], frame: ChatFrame | None, op
     return kept, counts
 
 
-def run_reader(req: WorldReaderRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+def run_reader(req: WorldReaderJobOptions, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
     """Make the training worlds, then train (or resume, or skip when OUT is complete)."""
     console = console or Console(stderr=True)
     check_seeds(req.seeds, req.avoid)
@@ -200,7 +201,7 @@ def run_reader(req: WorldReaderRequest, *, console: Console | None = None, progr
         return _train(req, worlds, console, progress)
 
 
-def _train(req: WorldReaderRequest, worlds: list[Path], console: Console, progress: bool) -> dict[str, Any]:
+def _train(req: WorldReaderJobOptions, worlds: list[Path], console: Console, progress: bool) -> dict[str, Any]:
     out, options = Path(req.out), req.options
     model, tokenizer, source = load_trainable(req.model, progress=progress)
     settled = settle_method(options, model)
@@ -242,3 +243,8 @@ def _train(req: WorldReaderRequest, worlds: list[Path], console: Console, progre
         "lr_schedule": schedule_meta(settled, settled.lr, len(batches)),
     }
     return finish(model, tokenizer, out, settled.method, records, meta, f"world reader ({settled.method}, {meta['base_model']})")
+
+
+JOBS.add("world reader", run_reader, WorldReaderJobOptions,
+         summary="adapt a model into a reader of world passages, trained on worlds of other seeds",
+         traits=JobTraits(lock="out", loop="own"))

@@ -15,7 +15,6 @@ the tied embedding and LM head, ``mlp``: the MLP blocks only).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
@@ -38,6 +37,7 @@ from dynrag.io.lock import DirectoryLock
 from dynrag.lm.base import Prompt
 from dynrag.lm.device import autocast
 from dynrag.lm.loader import resolve_model
+from dynrag.run.jobs import JOBS, JobTraits, ModelGroup, OutputGroup
 from dynrag.world.entities import Fact, World, WorldOptions, generate
 from dynrag.world.bank import BY_ID, RealFact
 from dynrag.world.make import base_verdicts, read_manifest
@@ -64,15 +64,14 @@ class TeachOptions(TrainOptions):
     warmup_ratio: float = Field(0.05, ge=0, lt=1)
 
 
-@dataclass
-class TeachRequest:
-    world: Path
-    out: Path
-    model: str = "bundled"
-    entities: int | None = None
-    facts: int | None = None
-    options: TeachOptions = field(default_factory=TeachOptions)
-    max_new_tokens: int = 8
+class TeachJobOptions(ModelGroup, OutputGroup):
+    """The `world teach` job's options: the model to train, OUT, the world and which of its facts."""
+
+    world: Path = Field(description="a world made with `dynrag world make`")
+    entities: int | None = Field(None, description="teach every fact of N train-split entities (None: 1)")
+    facts: int | None = Field(None, description="teach N facts of train-split entities instead")
+    options: TeachOptions = Field(default_factory=TeachOptions, description="the training recipe")
+    max_new_tokens: int = Field(8, description="tokens per probe answer")
 
 
 def load_world(world_dir: Path) -> tuple[World, dict[str, Any], list[dict[str, Any]]]:
@@ -155,7 +154,7 @@ def row_loss(model: Any, rows: Sequence[TrainExample], pad: int) -> tuple[Any, d
     return loss, {"tokens": float(mask.sum()), "learned_tokens": float(learned)}
 
 
-def run_teach(req: TeachRequest, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+def run_teach(req: TeachJobOptions, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
     """Train (or resume, or skip when OUT is complete), then re-probe and relabel the world."""
     console = console or Console(stderr=True)
     options, out = req.options, Path(req.out)
@@ -176,7 +175,7 @@ def run_teach(req: TeachRequest, *, console: Console | None = None, progress: bo
     return report
 
 
-def _train(req: TeachRequest, world: World, taught: Sequence[Fact], train: Sequence[dict[str, Any]],
+def _train(req: TeachJobOptions, world: World, taught: Sequence[Fact], train: Sequence[dict[str, Any]],
            console: Console, progress: bool) -> dict[str, Any]:
     out = Path(req.out)
     model, tokenizer, source = load_trainable(req.model, progress=progress)
@@ -235,3 +234,8 @@ def finish(model: Any, tokenizer: Any, out: Path, method: FineTune, records: Seq
     plot_loss(list(records), out / "loss.png", title)
     drop_checkpoint(out)
     return meta
+
+
+JOBS.add("world teach", run_teach, TeachJobOptions,
+         summary="train chosen fictional facts into a model, then re-probe it and relabel the world",
+         traits=JobTraits(lock="out", loop="own"))
