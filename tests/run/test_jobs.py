@@ -10,7 +10,7 @@ from dynrag.deeprag.grpo import GrpoJobOptions
 from dynrag.deeprag.imitation import ImitationJobOptions
 from dynrag.deeprag.synth import SynthJobOptions
 from dynrag.errors import ConfigError
-from dynrag.run.jobs import JOBS, JobOptions, OutputGroup, QuestionsGroup, SearchGroup, job_traits
+from dynrag.run.jobs import JOBS, JobTraits, JobOptions, OutputGroup, QuestionsGroup, SearchGroup, job_traits
 from dynrag.training.finetune import FineTune
 from dynrag.training.reader_train import FineTuneReaderJobOptions
 from dynrag.world.reader import WorldReaderJobOptions
@@ -58,7 +58,7 @@ def test_a_job_is_found_by_name_with_its_traits_and_runs_through_the_registry():
 
 def test_every_job_is_registered_with_options_from_the_groups_and_its_own_loop_over_its_locked_out():
     assert set(MINIMAL) <= set(JOBS.names())
-    for entry in JOBS:
+    for entry in map(JOBS.get, MINIMAL):
         assert issubclass(entry.options, JobOptions) and issubclass(entry.options, OutputGroup), entry.name
         assert (entry.traits.lock, entry.traits.loop) == ("out", "own"), entry.name
     assert JOBS.get("train reader").options is FineTuneReaderJobOptions
@@ -84,3 +84,16 @@ def test_the_jobs_keep_the_defaults_their_records_had():
     assert (calibration.beta, calibration.heldout, calibration.pairs) == (0.4, 0.1, "optimal")
     teach = TeachJobOptions(**MINIMAL["world teach"])
     assert (teach.entities, teach.facts, teach.max_new_tokens, teach.options.epochs) == (None, None, 8, 12)
+
+
+def test_eval_eval_retrieval_and_each_kind_of_reproduce_table_are_jobs_too():
+    from dynrag.config import RunConfig
+    from dynrag.eval import retrieval_run, runner  # noqa: F401  (each registers its job)
+    from dynrag.reproduce.kinds import KINDS, ReproduceArgs
+
+    assert JOBS.get("eval").options is RunConfig and job_traits("eval") == JobTraits(lock="out", loop="eval")
+    assert JOBS.get("eval-retrieval").options is RunConfig and job_traits("eval-retrieval").loop == "own"
+    for kind in KINDS:
+        entry = JOBS.get(f"reproduce {kind.name}")
+        assert entry.options is ReproduceArgs and entry.traits.lock == "none"  # each row's run holds its own
+    assert job_traits("reproduce qa").loop == "eval" and job_traits("reproduce grpo-figure").loop == "own"

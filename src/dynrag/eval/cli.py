@@ -67,18 +67,18 @@ def register_eval(app: typer.Typer, user_errors: UserErrors) -> None:
         """Evaluate a method on a benchmark file into a resumable run directory."""
         with user_errors():
             from dynrag.config import load_run_config
-            from dynrag.eval.runner import run_eval
+            from dynrag.eval import runner  # noqa: F401  (registers the `eval` job)
             from dynrag.eval.summary import summary_markdown
-            from dynrag.run.plan import make_plan
+            from dynrag.run.jobs import JOBS
 
             flags = dict(dataset=dataset, data=data, method=method, out=out, corpus=corpus, limit=limit, model=model,
                          exemplars=exemplars, aliases=aliases, skip_bad=skip_bad, baseline=baseline, retriever=retriever,
                          scorer=scorer, workers=workers, dask=dask, concurrency=concurrency if concurrency != 1 else None,
                          batch=batch)
             pairs = ([f"preset={preset}"] if preset else []) + list(option)  # --option preset=... wins
-            plan = make_plan(load_run_config(config, flags, pairs, retriever_option), command="eval")
             err = Console(stderr=True, emoji=False)
-            summary = run_eval(plan, console=err, progress=progress and err.is_terminal)
+            summary = JOBS.open("eval", load_run_config(config, flags, pairs, retriever_option), console=err,
+                                progress=progress and err.is_terminal)
             sys.stdout.write(summary_markdown(summary))
 
 
@@ -133,8 +133,8 @@ def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
             from dynrag.config import load_run_config, warn_deprecated
             from dynrag.errors import ConfigError
             from dynrag.eval.retrieval import summary_table
-            from dynrag.eval.retrieval_run import run_retrieval_eval
-            from dynrag.run.plan import make_plan
+            from dynrag.eval import retrieval_run  # noqa: F401  (registers the `eval-retrieval` job)
+            from dynrag.run.jobs import JOBS
 
             writes_text = hyde is True or transform_writes(query_transform) or config is not None
             if not writes_text and (hyde_cache is not None or model is not None):
@@ -147,11 +147,10 @@ def register_eval_retrieval(app: typer.Typer, user_errors: UserErrors) -> None:
                          hyde_cache=hyde_cache, hyde_max_new_tokens=hyde_max_new_tokens, hyde_documents=hyde_documents)
             run = load_run_config(config, flags, retriever_pairs=list(retriever_option) + list(option),
                                   retriever_flag="--retriever-option" if retriever_option or not option else "--option")
-            plan = make_plan(run, command="eval-retrieval")
             err = Console(stderr=True, emoji=False)
-            summary = run_retrieval_eval(plan, err, progress and err.is_terminal)
+            summary = JOBS.open("eval-retrieval", run, console=err, progress=progress and err.is_terminal)
             Console().print(summary_table(summary, list(run.cutoffs)))
-            err.print(Text(f"wrote {plan.out / 'summary.json'}"), soft_wrap=True)
+            err.print(Text(f"wrote {Path(run.out) / 'summary.json'}"), soft_wrap=True)
 
 
 def register_compare(app: typer.Typer, user_errors: UserErrors) -> None:

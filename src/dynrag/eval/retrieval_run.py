@@ -15,7 +15,9 @@ from dynrag.io.rundir import CONFIG, RETRIEVAL_RUN_FORMAT, lock_run
 from dynrag.eval.steps import load_questions, run_index
 from dynrag.io.files import atomic_write_json
 from dynrag.retrieval.transform_registry import transform_traits, writes_text
-from dynrag.run.plan import RunPlan
+from dynrag.config import RunConfig
+from dynrag.run.jobs import JOBS, JobTraits
+from dynrag.run.plan import RunPlan, make_plan
 
 
 def retrieval_config(plan: RunPlan) -> dict[str, Any]:
@@ -114,3 +116,12 @@ def chunking_of(index_dir: Path | str) -> str | None:
     except IndexDirError:
         return None
     return chunk if isinstance(chunk, str) else None
+
+
+def retrieval_eval_job(config: RunConfig, *, console: Console, progress: bool = True) -> dict[str, Any]:
+    """The `eval-retrieval` job: planned from its run configuration, then every question ranked."""
+    return run_retrieval_eval(make_plan(config, command="eval-retrieval"), console, progress)
+
+
+JOBS.add("eval-retrieval", retrieval_eval_job, RunConfig, summary="retrieval alone: recall@K, support_all@K, MRR",
+         traits=JobTraits(lock="out", loop="own"))

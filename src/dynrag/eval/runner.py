@@ -43,7 +43,9 @@ from dynrag.io.rundir import (
 from dynrag.eval.summary import make_record, summarize, summary_markdown
 from dynrag.methods.base import Method
 from dynrag.retrieval.base import Retriever
-from dynrag.run.plan import RunPlan
+from dynrag.config import RunConfig
+from dynrag.run.jobs import JOBS, JobTraits
+from dynrag.run.plan import RunPlan, make_plan
 
 RUN_FORMAT = EVAL_RUN_FORMAT
 RecordHook = Callable[[list[dict[str, Any]]], None]
@@ -307,3 +309,12 @@ def baseline_figures(predictions: list[dict[str, Any]], baseline: Path, config: 
     if figures["n"] == 0:
         raise ConfigError(f"--baseline {baseline}: shares no answered questions with this run")
     return {"baseline": str(baseline), "baseline_method": base_config.get("method"), **figures}
+
+
+def eval_job(config: RunConfig, *, console: Console | None = None, progress: bool = True) -> dict[str, Any]:
+    """The `eval` job: its run configuration planned (every check), then answered in the resumable loop."""
+    return run_eval(make_plan(config, command="eval"), console=console, progress=progress)
+
+
+JOBS.add("eval", eval_job, RunConfig, summary="a method on a benchmark file into a resumable run directory",
+         traits=JobTraits(lock="out", loop="eval"))

@@ -23,6 +23,7 @@ from dynrag.errors import ConfigError
 from dynrag.reproduce.catalog import OWN_LOOP_TABLES, TABLES, table_names
 from dynrag.reproduce.retrieval_tables import RETRIEVAL_TABLES
 from dynrag.registry import parse_pairs, split_csv_pairs
+from dynrag.run.jobs import JOBS, JobTraits
 
 
 class ReproduceArgs(BaseModel):
@@ -100,6 +101,8 @@ class ReproduceKind:
     reads: frozenset[str]
     reads_sentence: str  # the one-line refusal's explanation of what the kind reads
     run: Callable[[ReproduceArgs, Console], str]
+    # The job holds no directory itself: each row's (or cell's) run holds its own.
+    traits: JobTraits = JobTraits(lock="none", loop="own")
 
     def check(self, args: ReproduceArgs) -> None:
         """Refuse, in one line, every flag given that this kind would not read."""
@@ -215,7 +218,8 @@ def _named(*names: str) -> Callable[[str], bool]:
 
 KINDS: tuple[ReproduceKind, ...] = (
     ReproduceKind("qa", _in_tables, frozenset(ReproduceArgs.model_fields) - {"table", "reader"},
-                  "answers through eval runs; only `reproduce bestpractice-figure3` reads trained readers", _run_qa),
+                  "answers through eval runs; only `reproduce bestpractice-figure3` reads trained readers", _run_qa,
+                  JobTraits(lock="none", loop="eval")),
     ReproduceKind("retrieval", _in_retrieval_tables,
                   frozenset({"limit", "model", "data", "data_dir", "dataset", "row", "option", "run", "results"}),
                   "names each row's retriever and corpus (pool more passages with --option distractors=FILE), so it "
@@ -236,6 +240,11 @@ KINDS: tuple[ReproduceKind, ...] = (
 )
 
 
+# Each kind is a job of the registry.
+for _kind in KINDS:
+    JOBS.add(f"reproduce {_kind.name}", _kind.run, ReproduceArgs, summary=_kind.reads_sentence, traits=_kind.traits)
+
+
 def kind_of(table: str) -> ReproduceKind:
     for kind in KINDS:
         if kind.owns(table):
@@ -249,7 +258,7 @@ def run_reproduce(args: ReproduceArgs, err: Console) -> str:
 
     kind = kind_of(args.table)
     kind.check(args)
-    text = kind.run(args, err)
+    text = JOBS.open(f"reproduce {kind.name}", args, err)
     if args.write is not None:
         atomic_write_text(args.write, text)
     return text
