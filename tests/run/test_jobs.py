@@ -97,3 +97,16 @@ def test_eval_eval_retrieval_and_each_kind_of_reproduce_table_are_jobs_too():
         entry = JOBS.get(f"reproduce {kind.name}")
         assert entry.options is ReproduceArgs and entry.traits.lock == "none"  # each row's run holds its own
     assert job_traits("reproduce qa").loop == "eval" and job_traits("reproduce grpo-figure").loop == "own"
+
+
+def test_tune_and_the_world_commands_are_jobs_and_say_what_they_lock():
+    from dynrag.tune.run import TuneJobOptions
+    from dynrag.world.check import WorldCheckJobOptions
+    from dynrag.world.probe import WorldMakeJobOptions
+
+    assert JOBS.get("tune").options is TuneJobOptions and job_traits("tune") == JobTraits(lock="none", loop="eval")
+    assert JOBS.get("world make").options is WorldMakeJobOptions and job_traits("world make").lock == "none"
+    assert JOBS.get("world check").options is WorldCheckJobOptions and not job_traits("world check").resumable
+    with pytest.raises(ValidationError, match="extra"):
+        WorldCheckJobOptions(world="w", chain=True)
+    assert WorldMakeJobOptions(out="w").options.seed == 1 and WorldCheckJobOptions(world="w").model == "bundled"

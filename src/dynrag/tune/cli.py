@@ -58,7 +58,8 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
             from dynrag.config import load_run_config
             from dynrag.errors import ConfigError
             from dynrag.run.plan import DEFAULT_METHOD
-            from dynrag.tune.run import TuneSettings, run_tune
+            from dynrag.run.jobs import JOBS
+            from dynrag.tune.run import TuneJobOptions, TuneSettings
 
             err = Console(stderr=True, emoji=False)
             given = dict(dataset=dataset, data=data, method=method, corpus=corpus, limit=limit, model=model,
@@ -84,7 +85,8 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
                                         prune_every=_positive("--prune-every", prune_every),
                                         prune_startup=max(0, prune_startup))
                 fixed = run.given_by("--option", "--retriever-option")
-                result = run_tune(settings, out, workers=run.workers, batch=run.batch, console=err, fixed=fixed)
+                result = JOBS.open("tune", TuneJobOptions(out=out, settings=settings, workers=run.workers, batch=run.batch,
+                                                          fixed=fixed), console=err)
             if report:
                 sys.stdout.write(result["markdown"])
             elif result["best"] is not None:

@@ -24,6 +24,7 @@ from dynrag.eval.worker import MethodFactory
 from dynrag.io.directories import check_out_dir
 from dynrag.io.files import atomic_write_json, read_json
 from dynrag.registry import Options
+from dynrag.run.jobs import JOBS, JobTraits, OutputGroup
 from dynrag.tune.figures import check_metric, direction, running_figure
 from dynrag.tune.objective import COUNTED, Objective, OverBudget, trials_in
 from dynrag.tune.space import Param, check_names, grid_space, parse_param
@@ -186,3 +187,25 @@ def _retried(study, number: int) -> bool:
 
 
 __all__ = ["TuneSettings", "read_settings", "run_tune", "TUNE_JSON"]
+
+
+class TuneJobOptions(OutputGroup):
+    """The `tune` job's options: what the study searches (``settings``, saved as tune.json) and how
+    each trial runs, which is not part of the study's identity."""
+
+    settings: TuneSettings
+    workers: int | str | None = None
+    batch: int | None = None
+    fixed: dict[str, str] | None = None  # the options held fixed by flags, as plan_tune reads them
+
+
+def tune_job(options: TuneJobOptions, *, console: Console | None = None,
+             method_factory: MethodFactory | None = None) -> dict[str, Any]:
+    return run_tune(options.settings, options.out, workers=options.workers, batch=options.batch,
+                    method_factory=method_factory, console=console, fixed=options.fixed)
+
+
+# The study may be shared by several processes (a PostgreSQL storage), so the job holds no lock of
+# its own; each trial is an eval run that holds its directory.
+JOBS.add("tune", tune_job, TuneJobOptions, summary="a method's options searched on dev questions, one eval run a trial",
+         traits=JobTraits(lock="none", loop="eval"))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from pydantic import Field
 from rich.table import Table
 
 from dynrag.errors import ConfigError, DataError
@@ -23,6 +24,7 @@ from dynrag.io.jsonl import read_jsonl
 from dynrag.progress import progress_bar
 from dynrag.world.entities import WorldOptions
 from dynrag.world.make import model_tag
+from dynrag.run.jobs import JOBS, JobTraits, ModelGroup
 from dynrag.lm.chat import ChatFrame
 from dynrag.methods.prompting import chat_frame
 from dynrag.world.probe import MAX_NEW_TOKENS, ask, closed_book_prompt, in_style, is_correct, short_answer
@@ -140,3 +142,26 @@ def table(report: dict[str, Any]) -> Table:
             value = "-" if chains[key] is None else f"{chains[key]:.3f}"
             out.add_row(name, str(chains["n"]), value, "-", "-")
     return out
+
+
+class WorldCheckJobOptions(ModelGroup):
+    """The `world check` job's options: the world (its report is written into it) and the model it
+    was probed with."""
+
+    world: Path = Field(description="a world made with --model")
+    max_new_tokens: int = Field(MAX_NEW_TOKENS, description="tokens per answer")
+    chains: bool = Field(False, description="also the share of multi-hop answers written a sentence per hop")
+
+
+def check_job(job: WorldCheckJobOptions, *, console: Console, progress: bool = True) -> dict[str, Any]:
+    from dynrag.lm.loader import load_lm
+    from dynrag.world.make import read_manifest
+
+    check_probed(job.world, read_manifest(job.world), job.model)
+    lm = load_lm(job.model, progress=progress)
+    return run_check(lm, job.model, job.world, console, progress, job.max_new_tokens, job.chains)
+
+
+# It answers a few dev questions and writes one report file atomically: nothing to resume or lock.
+JOBS.add("world check", check_job, WorldCheckJobOptions, summary="closed-book and reading EM of a model on its world",
+         traits=JobTraits(lock="none", loop="own", resumable=False))

@@ -44,15 +44,16 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         """Generate a world: corpus, entities, facts, train/dev/test questions and a manifest."""
         with user_errors():
             from dynrag.registry import parse_model
+            from dynrag.run.jobs import JOBS
             from dynrag.world.entities import WorldOptions
+            from dynrag.world.probe import WorldMakeJobOptions
 
             options = parse_model(WorldOptions, dict(
                 seed=seed, people=people, companies=companies, schools=schools, towns=towns,
                 distractor_share=distractor_share, real_facts=real_facts, questions=questions,
                 comparisons=comparisons, train_share=train_share, dev_share=dev_share), "world make")
-            from dynrag.world.probe import make_probed
-
-            manifest = make_probed(options, out, model, max_new_tokens, Console(stderr=True), progress)
+            job = WorldMakeJobOptions(out=out, options=options, model=model, max_new_tokens=max_new_tokens)
+            manifest = JOBS.open("world make", job, console=Console(stderr=True), progress=progress)
             sys.stdout.write(json.dumps({"out": str(out), "model": manifest["model"], "counts": manifest["counts"]},
                                         indent=2) + "\n")
 
@@ -67,13 +68,11 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     ) -> None:
         """Closed-book EM on known and unknown 1-hop dev facts, and EM reading the gold passage."""
         with user_errors():
-            from dynrag.lm.loader import load_lm
-            from dynrag.world.check import check_probed, run_check, table
-            from dynrag.world.make import read_manifest
+            from dynrag.run.jobs import JOBS
+            from dynrag.world.check import WorldCheckJobOptions, table
 
-            check_probed(world_dir, read_manifest(world_dir), model)
-            lm = load_lm(model, progress=progress)
-            report = run_check(lm, model, world_dir, Console(stderr=True), progress, max_new_tokens, chains)
+            job = WorldCheckJobOptions(world=world_dir, model=model, max_new_tokens=max_new_tokens, chains=chains)
+            report = JOBS.open("world check", job, console=Console(stderr=True), progress=progress)
             Console().print(table(report))
 
     @world.command("teach")

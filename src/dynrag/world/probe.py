@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pydantic import Field
 from rich.console import Console
 
 from dynrag.datasets.metrics import exact_match
@@ -24,6 +25,7 @@ from dynrag.world.bank import BY_ID, RealFact, phrasings
 from dynrag.world.entities import WorldOptions, generate
 from dynrag.world.knowledge import VERDICTS, Knowledge, verdict
 from dynrag.world.make import check_world_out, knowledge_path, make_world, model_tag
+from dynrag.run.jobs import JOBS, JobTraits, OutputGroup
 
 EXEMPLARS = (
     ("What is the capital of Japan?", "Tokyo"),
@@ -137,3 +139,21 @@ def make_probed(options: WorldOptions, out: Path, model: str | None, max_new_tok
         record = probe_world(load_lm(model, progress=progress), model, facts, out, console, progress, max_new_tokens)
         knowledge = Knowledge(model, {k: v["verdict"] for k, v in record["facts"].items()})
     return make_world(options, out, knowledge)
+
+
+class WorldMakeJobOptions(OutputGroup):
+    """The `world make` job's options: the world's sizes and seed, and the model probed first."""
+
+    options: WorldOptions = Field(default_factory=WorldOptions, description="the world's seed and sizes")
+    model: str | None = Field(None, description="the model probed on the real facts (None: they stay unprobed)")
+    max_new_tokens: int = Field(8, description="tokens per probe answer")
+
+
+def make_job(job: WorldMakeJobOptions, *, console: Console, progress: bool = True) -> dict[str, Any]:
+    return make_probed(job.options, job.out, job.model, job.max_new_tokens, console, progress)
+
+
+# A killed probe resumes from its log; the world itself is the same bytes for the same seed and sizes,
+# written in place, so the job holds no lock.
+JOBS.add("world make", make_job, WorldMakeJobOptions, summary="a generated world, probed on a model's knowledge",
+         traits=JobTraits(lock="none", loop="own"))
