@@ -224,3 +224,22 @@ def test_atomic_writes_get_the_mode_a_plain_open_gives(tmp_path: Path) -> None:
     assert [mode(tmp_path / n) for n in ("new.json", "old.json", "streamed.bin")] == [0o640] * 3
     assert mode(tmp_path / "index") == mode(tmp_path / "plain-dir") == 0o750
     assert json.loads(old.read_text()) == {"x": 2}
+
+
+def test_every_question_loop_resumes_through_resume_records(tmp_path):
+    """Eval's loop and the reader figure's share one start: a torn last line cut, each id's first
+    record kept (the file rewritten), and records of other questions refused."""
+    from dynrag.errors import DataError
+    from dynrag.io.rundir import PREDICTIONS, resume_records
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / PREDICTIONS).write_text('{"id": "a", "em": 1}\n{"id": "b", "em": 0}\n{"id": "a", "em": 0}\n{"id": "c", "e',
+                                   encoding="utf-8")
+    resumed = resume_records(run, ["a", "b", "c"])
+    assert [r["id"] for r in resumed.done] == ["a", "b"] and resumed.done[0]["em"] == 1 and resumed.dropped == 1
+    assert (run / PREDICTIONS).read_text(encoding="utf-8") == '{"id": "a", "em": 1}\n{"id": "b", "em": 0}\n'
+    said = resumed.messages(run, 3)
+    assert "held 1 duplicate record(s)" in said[0] and said[1] == f"resuming {run}: 2 of 3 questions already answered"
+    with pytest.raises(DataError, match="holds ids not in this dataset \\(e.g. 'b'\\)"):
+        resume_records(run, ["a"])

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 from rich.progress import Progress
 
-from dynrag.errors import ConfigError, DataError
+from dynrag.errors import ConfigError
 from dynrag.io.files import atomic_write_json, atomic_write_text
 from dynrag.lm.spec import ModelSpec
 from dynrag.progress import bar_columns
@@ -30,13 +30,12 @@ from dynrag.io.rundir import (
     SUMMARY_JSON,
     SUMMARY_MD,
     EVAL_RUN_FORMAT,
-    PREDICTIONS,
     PredictionWriter,
-    deduplicate_predictions,
     lock_run,
     open_run,
     read_eval_config,
     read_predictions,
+    resume_records,
     unique_by_id,
     write_run_yaml,
 )
@@ -144,15 +143,12 @@ def run_eval(
         if note:
             console.print(Text(note), soft_wrap=True)
         write_run_yaml(out, run_yaml(config, plan))
-        done = _finished(out, console)
-        by_id = {ex.id: ex for ex in examples}
-        stray = [r["id"] for r in done if r["id"] not in by_id]
-        if stray:
-            raise DataError(str(out / PREDICTIONS), f"holds ids not in this dataset (e.g. {stray[0]!r})")
+        resumed = resume_records(out, [ex.id for ex in examples])
+        for line in resumed.messages(out, len(examples)):
+            console.print(Text(line), soft_wrap=True)
+        done = resumed.done
         done_ids = {r["id"] for r in done}
         todo = [ex for ex in examples if ex.id not in done_ids]
-        if done:
-            console.print(Text(f"resuming {out}: {len(done)} of {len(examples)} questions already answered"), soft_wrap=True)
 
         if todo:
             index_dir = None
@@ -170,18 +166,6 @@ def run_eval(
                         on_record, clock)
 
         return write_summary(out, config, examples, report, baseline=plan.baseline, scorer=scorer, yes_no=data.yes_no)
-
-
-def _finished(out: Path, console: Console) -> list[dict[str, Any]]:
-    """The records already in predictions.jsonl, a torn last line cut away and, if two writers
-    once appended to the file at the same time, each id's first record only (the file rewritten)."""
-    done, dropped = deduplicate_predictions(out, read_predictions(out, repair=True))
-    if dropped:
-        console.print(Text(
-            f"{out / PREDICTIONS}: held {dropped} duplicate record(s) (two runs wrote it at once?); "
-            "kept the first record of each question and rewrote the file"
-        ), soft_wrap=True)
-    return done
 
 
 def check_concurrency(concurrency: int, model: ModelSpec, custom_method: bool = False) -> None:

@@ -21,8 +21,9 @@ once) holds some ids twice: ``deduplicate_predictions`` keeps the first record o
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +221,35 @@ def deduplicate_predictions(run_dir: Path, records: list[dict[str, Any]]) -> tup
     if dropped:
         atomic_write_text(Path(run_dir) / PREDICTIONS, "".join(json_line(r) for r in kept))
     return kept, dropped
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What a run directory already holds when a question loop starts (or resumes) over it."""
+
+    done: list[dict[str, Any]]  # one record per answered id, in file order
+    dropped: int  # later records of an id already answered (two writers once appended at once)
+
+    def messages(self, run_dir: Path, total: int) -> list[str]:
+        said = []
+        if self.dropped:
+            said.append(f"{Path(run_dir) / PREDICTIONS}: held {self.dropped} duplicate record(s) (two runs wrote it at "
+                        "once?); kept the first record of each question and rewrote the file")
+        if self.done:
+            said.append(f"resuming {run_dir}: {len(self.done)} of {total} questions already answered")
+        return said
+
+
+def resume_records(run_dir: Path, ids: Iterable[str]) -> Resumed:
+    """The start of every resumable question loop, holding ``lock_run``: the records already written
+    (a torn last line cut away, each id's first record kept and the file rewritten if it held
+    duplicates). Records of ids not among ``ids`` mean the directory belongs to other questions."""
+    done, dropped = deduplicate_predictions(run_dir, read_predictions(run_dir, repair=True))
+    wanted = set(ids)
+    stray = [r["id"] for r in done if r["id"] not in wanted]
+    if stray:
+        raise DataError(str(Path(run_dir) / PREDICTIONS), f"holds ids not in this dataset (e.g. {stray[0]!r})")
+    return Resumed(done, dropped)
 
 
 class PredictionWriter(JsonlAppender):

@@ -44,10 +44,10 @@ from dynrag.reproduce.runs import slug
 from dynrag.datasets.metrics import best_token_scores, covers, exact_match
 from dynrag.io.rundir import (
     PredictionWriter,
-    deduplicate_predictions,
     lock_run,
     open_run,
     read_predictions,
+    resume_records,
 )
 from dynrag.io.files import atomic_write_json
 from dynrag.methods.answering import answer_once
@@ -145,11 +145,12 @@ def run_cell(model: Callable[[], Any], builder: PromptBuilder, questions: list[Q
         note = open_run(out, config)
         if note:
             console.print(note)
-        done, dropped = deduplicate_predictions(out, read_predictions(out, repair=True))
+        resumed = resume_records(out, [ex.id for ex in questions])
+        for line in resumed.messages(out, len(questions)):
+            console.print(line, highlight=False)
+        done = resumed.done
         done_ids = {r["id"] for r in done}
         todo = [ex for ex in questions if ex.id not in done_ids]
-        if done and todo:
-            console.print(f"resuming {out}: {len(done)} of {len(questions)} questions already answered")
         lm = model() if todo else None
         with PredictionWriter(out) as writer, progress_bar(f"{context}", len(questions), len(questions) - len(todo),
                                                            console, progress, unit="questions") as bar:
