@@ -12,7 +12,7 @@ from rich.console import Console
 from dynrag.methods.registry import method_traits
 from dynrag.run.flags import (
     batch_flag, config_flag, corpus_flag, data_flag, dataset_flag, exemplars_flag, limit_flag, method_flag,
-    method_option_flag, model_flag, retriever_flag, retriever_option_flag, skip_bad_flag, workers_flag,
+    method_option_flag, model_flag, progress_flag, retriever_flag, retriever_option_flag, skip_bad_flag, workers_flag,
 )
 
 UserErrors = Callable[[], ContextManager[None]]
@@ -51,6 +51,7 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
         scorer: Optional[str] = typer.Option(None, "--scorer", metavar="NAME", help="squad (default) | dragin."),
         workers: Optional[str] = workers_flag(role="Each trial's eval worker processes"),
         batch: Optional[int] = batch_flag(role="Each trial's batch"),
+        progress: bool = progress_flag(),
     ) -> None:
         """Tune a method's options on dev questions: each trial an eval run, resumable, one study
         on one machine or many."""
@@ -86,7 +87,8 @@ def register(app: typer.Typer, user_errors: UserErrors) -> None:
                                         prune_startup=max(0, prune_startup))
                 fixed = run.given_by("--option", "--retriever-option")
                 result = JOBS.open("tune", TuneJobOptions(out=out, settings=settings, workers=run.workers, batch=run.batch,
-                                                          fixed=fixed), console=err)
+                                                          fixed=fixed, progress=progress and err.is_terminal),
+                                   console=err)
             if report:
                 sys.stdout.write(result["markdown"])
             elif result["best"] is not None:

@@ -86,6 +86,7 @@ class Objective:
     method_factory: MethodFactory | None = None
     console: Console = field(default_factory=lambda: Console(stderr=True, emoji=False))
     running_figure: Callable[[list[dict[str, Any]]], float | None] | None = None
+    progress: bool = False  # each trial's eval shows its progress bar
 
     def __call__(self, trial: "optuna.Trial") -> float:
         import optuna
@@ -122,7 +123,7 @@ class Objective:
                                         f"({self.metric} so far {figure:.4g})"), soft_wrap=True)
                 raise optuna.TrialPruned(f"{self.metric} {figure:.4g} after {len(records)} questions")
 
-        summary = run_eval(plan, method_factory=self.method_factory, console=self.console, progress=False,
+        summary = run_eval(plan, method_factory=self.method_factory, console=self.console, progress=self.progress,
                            on_record=on_record)
         trial.set_user_attr("answered", summary.get("n"))
         value = figure_of(summary, self.metric, run_dir)

@@ -114,9 +114,9 @@ def trial_budget(trials: int, grid: dict[str, list[Any]] | None) -> int:
 
 def run_tune(settings: TuneSettings, out: Path, *, workers: int | str | None = None, batch: int | None = None,
              method_factory: MethodFactory | None = None, console: Console | None = None,
-             fixed: Mapping[str, str] | None = None) -> dict[str, Any]:
+             fixed: Mapping[str, str] | None = None, progress: bool = False) -> dict[str, Any]:
     """Run (or go on with) the tune; returns what ``report.study_report`` makes of the study.
-    ``fixed`` as plan_tune's."""
+    ``fixed`` as plan_tune's; ``progress``: each trial's eval shows its progress bar."""
     from dynrag.tune.report import write_outputs
 
     console = console or Console(stderr=True, emoji=False)
@@ -146,7 +146,7 @@ def run_tune(settings: TuneSettings, out: Path, *, workers: int | str | None = N
                           soft_wrap=True)
         objective = Objective(base, params, out, settings.metric, settings.also, budget,
                               settings.prune_every if settings.prune != "none" else None, method_factory, console,
-                              running_figure(base.dataset, base.scorer, settings.metric))
+                              running_figure(base.dataset, base.scorer, settings.metric), progress)
         if _left(study, budget):
             _optimize(study, objective, budget)
         return write_outputs(study, settings, params, out, budget, console)
@@ -197,12 +197,13 @@ class TuneJobOptions(OutputGroup):
     workers: int | str | None = None
     batch: int | None = None
     fixed: dict[str, str] | None = None  # the options held fixed by flags, as plan_tune reads them
+    progress: bool = False  # each trial's eval shows its progress bar
 
 
 def tune_job(options: TuneJobOptions, *, console: Console | None = None,
              method_factory: MethodFactory | None = None) -> dict[str, Any]:
     return run_tune(options.settings, options.out, workers=options.workers, batch=options.batch,
-                    method_factory=method_factory, console=console, fixed=options.fixed)
+                    method_factory=method_factory, console=console, fixed=options.fixed, progress=options.progress)
 
 
 # The study may be shared by several processes (a PostgreSQL storage), so the job holds no lock of
