@@ -89,13 +89,13 @@ def test_the_jobs_keep_the_defaults_their_records_had():
 def test_eval_eval_retrieval_and_each_kind_of_reproduce_table_are_jobs_too():
     from dynrag.config import RunConfig
     from dynrag.eval import retrieval_run, runner  # noqa: F401  (each registers its job)
-    from dynrag.reproduce.kinds import KINDS, ReproduceArgs
+    from dynrag.reproduce.kinds import KINDS, ReproduceRequest
 
     assert JOBS.get("eval").options is RunConfig and job_traits("eval") == JobTraits(lock="out", loop="eval")
     assert JOBS.get("eval-retrieval").options is RunConfig and job_traits("eval-retrieval").loop == "own"
     for kind in KINDS:
         entry = JOBS.get(f"reproduce {kind.name}")
-        assert entry.options is ReproduceArgs and entry.traits.lock == "none"  # each row's run holds its own
+        assert entry.options is ReproduceRequest and entry.traits.lock == "none"  # each row's run holds its own
     assert job_traits("reproduce qa").loop == "eval" and job_traits("reproduce grpo-figure").loop == "own"
 
 

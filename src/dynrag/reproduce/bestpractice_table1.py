@@ -265,6 +265,6 @@ def table1_command(*, data_dir: Path | None, data: dict[str, Path], world: Path 
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {limit})")
     table = Table(NAME, "Best-practices Table 1", list(DATASETS), [], lambda _: [], {}, PAPER_SETTING)
-    found, missing = find_data(table, ReproduceRequest(NAME, data=dict(data), data_dir=data_dir))
+    found, missing = find_data(table, ReproduceRequest(table=NAME, data=dict(data), data_dir=data_dir))
     test = world_split(world) if world is not None else None
     return render_table1(table1(found, missing, test, limit, out, console, progress))

@@ -19,6 +19,18 @@ from dynrag.run.flags import (
 TABLE_HELP = " | ".join(table_names())
 
 
+def _data_files(values: list[str]) -> dict[str, Path]:
+    """--data DATASET=FILE pairs; one bare FILE (the reader figure's dev file) is keyed ""."""
+    from dynrag.errors import ConfigError
+    from dynrag.registry import parse_pairs
+
+    bare = [v for v in values if "=" not in v or Path(v).exists()]
+    if len(bare) > 1:
+        raise ConfigError(f"--data {bare[1]}: name each file's dataset, DATASET=FILE")
+    pairs = parse_pairs([v for v in values if v not in bare], flag="--data")
+    return {**{k: Path(v) for k, v in pairs.items()}, **({"": Path(bare[0])} if bare else {})}
+
+
 def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) -> None:
     @app.command("reproduce")
     def reproduce_command(
@@ -47,13 +59,19 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     ) -> None:
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
         with user_errors():
-            from dynrag.reproduce.kinds import ReproduceArgs, run_reproduce
+            from dynrag.registry import parse_pairs, split_csv_pairs
+            from dynrag.reproduce.kinds import run_reproduce
+            from dynrag.reproduce.runs import ReproduceRequest
 
-            args = ReproduceArgs(
-                table=table, limit=limit, model=model, retriever=retriever, retriever_option=list(retriever_option),
-                corpus=corpus, data=list(data), data_dir=data_dir, world=world, dataset=list(dataset), row=list(row),
-                option=list(option), out=out, write=write, run=run, progress=progress, reader=list(reader),
-                tuned=list(tuned), batch=batch, workers=workers, results=results, skip_bad=skip_bad,
+            # Every KEY=VALUE pair is parsed here, once; the table's kind refuses what it does not read.
+            args = ReproduceRequest(
+                table=table, limit=limit, model=model, retriever=retriever,
+                retriever_options=parse_pairs(split_csv_pairs(retriever_option), flag="--retriever-option"),
+                corpus=corpus, data=_data_files(data), data_dir=data_dir, world=world,
+                datasets=list(dataset) or None, rows=list(row) or None, options=parse_pairs(option, flag="--option"),
+                out=out, write=write, run=run, progress=progress, readers=parse_pairs(reader, flag="--reader"),
+                tuned=list(tuned), batch=batch, workers=int(workers) if workers.strip().isdigit() else workers.strip(),
+                results=results, skip_bad=skip_bad,
             )
             sys.stdout.write(run_reproduce(args, Console(stderr=True)))
 

@@ -41,10 +41,8 @@ def reproduce_retrieval(table: RetrievalTable, req: ReproduceRequest, console, p
     keys = [row.key for row in table.rows]
     check_rows(req.rows, keys, table.name)  # before the notes below: a typo in --row is the whole answer
     if req.limit is None and table.default_limit is not None:
-        from dataclasses import replace
-
         console.print(f"{table.name}: the first {table.default_limit} questions of each dataset (its default; --limit N for more)")
-        req = replace(req, limit=table.default_limit)
+        req = req.model_copy(update={"limit": table.default_limit})
     wanted = set(req.rows or keys)
     wanted |= {row.first_stage for row in table.rows if row.key in wanted and row.first_stage}  # reranked rows need theirs
     rows = [row for row in table.rows if row.key in wanted]

@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from dynrag.errors import ConfigError, DataError
+from dynrag.run.jobs import JobOptions
 from dynrag.reproduce.catalog import open_table
 from dynrag.reproduce.tables import RunSpec, Table
 
@@ -28,16 +30,19 @@ JSONL_FILES = {
 }
 
 
-@dataclass
-class ReproduceRequest:
+class ReproduceRequest(JobOptions):
+    """The `reproduce` job's options, typed once from the command line (KEY=VALUE pairs parsed there);
+    each kind of table reads its part (reproduce/kinds.py), and a flag a kind does not read is refused."""
+
     table: str
-    options: dict[str, Any] = field(default_factory=dict)  # the table's options (KEY=VALUE values)
+    options: dict[str, Any] = Field(default_factory=dict)  # the table's options (KEY=VALUE values)
     limit: int | None = None
     model: str = "bundled"
     retriever: str | None = None
-    retriever_options: dict[str, Any] = field(default_factory=dict)  # parsed once, from --retriever-option
+    retriever_options: dict[str, Any] = Field(default_factory=dict)  # parsed once, from --retriever-option
     corpus: str = "contexts"
-    data: dict[str, Path] = field(default_factory=dict)  # dataset -> file
+    # dataset -> file; a file given without DATASET= is keyed "" (the reader figure takes one bare file)
+    data: dict[str, Path] = Field(default_factory=dict)
     data_dir: Path | None = None
     out: Path = Path("runs/reproduce")
     datasets: list[str] | None = None  # only these of the table's datasets
@@ -46,8 +51,36 @@ class ReproduceRequest:
     batch: int = 1  # questions in flight per run, their generations batched (not part of a run's identity)
     workers: int | str = 1  # worker processes per run, each with its own model: N or "auto" (not part of its identity)
     world: Path | None = None  # `reproduce world`: the world directory (dynrag world make --out)
-    tuned: list[Path] = field(default_factory=list)  # `dynrag tune` directories: their best values replace defaults
+    tuned: list[Path] = Field(default_factory=list)  # `dynrag tune` directories: their best values replace defaults
     skip_bad: bool = False  # skip and count malformed records in each row's questions
+    readers: dict[str, str] = Field(default_factory=dict)  # the reader figure: row key -> trained reader
+    write: Path | None = None  # also write the page here
+    progress: bool = True
+    results: Path | None = None  # also write the run's result record into this directory
+
+    def given(self) -> list[str]:
+        """The fields set to something other than their default, in declaration order."""
+        from dynrag.lm.spec import ModelSpec
+
+        named = []
+        for name, info in type(self).model_fields.items():
+            value, default = getattr(self, name), info.get_default(call_default_factory=True)
+            if name == "model":  # `bundled` and `bundled:qwen2.5-0.5b` are one model
+                changed = ModelSpec.parse(value) != ModelSpec.parse(default)
+            else:
+                changed = value != default
+            if changed and name != "table":
+                named.append(name)
+        return named
+
+
+# The flag each field comes from, where it is not the field's name spelled as a flag.
+FLAG_OF_FIELD = {"options": "--option", "retriever_options": "--retriever-option", "datasets": "--dataset",
+                 "rows": "--row", "readers": "--reader", "run": "--no-run"}
+
+
+def flag_of(field_name: str) -> str:
+    return FLAG_OF_FIELD.get(field_name, "--" + field_name.replace("_", "-"))
 
 
 def check_rows(rows: list[str] | None, keys: list[str], table: str) -> None:
@@ -60,6 +93,8 @@ def check_rows(rows: list[str] | None, keys: list[str], table: str) -> None:
 
 def find_data(table: Table, req: ReproduceRequest) -> tuple[dict[str, Path], dict[str, str]]:
     """(dataset -> file for those found, dataset -> why not for the rest)."""
+    if "" in req.data:
+        raise ConfigError(f"--data {req.data['']}: name its dataset, DATASET=FILE (e.g. hotpotqa=dev.json)")
     unknown = sorted(set(req.data) - set(table.datasets))
     if unknown:
         raise ConfigError(f"--data {unknown[0]}=...: table {table.name!r} has datasets {', '.join(table.datasets)}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +107,7 @@ def prepare(req: Any) -> Any:
     if not test.is_file():
         raise DataError(str(test), "the world has no test split (make it again with `dynrag world make --out DIR`)")
     corpus = str(world_index(world, Path(req.out), build=req.run)) if req.corpus == "contexts" else req.corpus
-    return replace(req, data={DATASET: test}, corpus=corpus)
+    return req.model_copy(update={"data": {DATASET: test}, "corpus": corpus})
 
 
 def world_or(benchmarks: list[str]) -> Callable[[Any], Any]:
@@ -121,10 +120,10 @@ def world_or(benchmarks: list[str]) -> Callable[[Any], Any]:
         if req.world is not None:
             if wanted is not None and wanted != [DATASET]:
                 raise ConfigError(f"--dataset {wanted[0]!r}: with --world, {req.table} runs on the world's test split only")
-            return replace(prepare(req), datasets=[DATASET])
+            return prepare(req).model_copy(update={"datasets": [DATASET]})
         if wanted is not None and DATASET in wanted:
             raise ConfigError(f"--dataset {DATASET}: give --world DIR, a directory written by `dynrag world make --out DIR`")
-        return replace(req, datasets=wanted or list(benchmarks))
+        return req.model_copy(update={"datasets": wanted or list(benchmarks)})
 
     return prepare_either
 
