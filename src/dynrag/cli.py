@@ -259,6 +259,7 @@ def demo(
     model: str = model_flag("bundled"),
     limit: Optional[int] = limit_flag(role="Demo questions (default: all)"),
     full: bool = typer.Option(False, "--full", help="All 30 demo questions, closed book and single, with a summary table."),
+    progress: bool = progress_flag(),
 ) -> None:
     """A few demo questions closed book, with one retrieval and with DRAGIN's dynamic retrieval
     (--full: all 30, closed book and single)."""
@@ -272,7 +273,7 @@ def demo(
             limit = None
         elif limit is not None and limit < 1:
             raise DynragError(f"--limit must be at least 1 (got {limit})")
-        run_demo(console, model_spec=model, limit=limit, full=full)
+        run_demo(console, model_spec=model, limit=limit, full=full, progress=progress)
 
 
 def _register_subcommands() -> None:

@@ -59,13 +59,17 @@ def first_use(model_spec: str) -> bool:
     return not (converted_dir(model) / "model.safetensors").exists()
 
 
-def load_model(console: Console, model_spec: str) -> LanguageModel:
+def load_model(console: Console, model_spec: str, progress: bool = True) -> LanguageModel:
     """Load the model, saying how long it took (the first use of a bundled model dequantises)."""
     converting = first_use(model_spec)
     what = "dequantising the bundled weights (first use only, cached afterwards)" if converting else "loading"
     started = time.perf_counter()
-    with console.status(Text(f"{what} model {model_spec} ...")):
-        lm = load_lm(model_spec)
+    if progress:
+        with console.status(Text(f"{what} model {model_spec} ...")):
+            lm = load_lm(model_spec)
+    else:
+        console.print(Text(f"{what} model {model_spec} ..."))
+        lm = load_lm(model_spec, progress=False)
     seconds = time.perf_counter() - started
     note = f", the first use: dequantised and cached in {cache_root()}; later runs load in a few seconds" if converting else ""
     console.print(Text(f"model {lm.name} loaded in {seconds:.1f} s{note}"))
@@ -79,14 +83,15 @@ def demo_plans(model_spec: str, options: dict[str, dict[str, int]]) -> dict[str,
             for name, values in options.items()}
 
 
-def run_demo(console: Console, model_spec: str = "bundled", limit: int | None = None, full: bool = False) -> dict[str, float]:
+def run_demo(console: Console, model_spec: str = "bundled", limit: int | None = None, full: bool = False,
+             progress: bool = True) -> dict[str, float]:
     """The quick demo (or, with ``full``, the 30-question table); returns exact match per method."""
     if not full:
-        return run_quick_demo(console, model_spec, limit)
+        return run_quick_demo(console, model_spec, limit, progress)
     plans = demo_plans(model_spec, {"direct": {}, "single": {}})
-    index = ensure_demo_index(console)
+    index = ensure_demo_index(console, progress)
     questions = ordered_demo_questions()[:limit]
-    lm = load_model(console, model_spec)
+    lm = load_model(console, model_spec, progress)
     methods = {name: make_method(plan, lm, index) for name, plan in plans.items()}
     console.print(Text.assemble(
         ("dynrag demo", "bold"),
@@ -151,14 +156,15 @@ def summary_table(tally: dict[str, GroupTally]) -> Table:
     return table
 
 
-def run_quick_demo(console: Console, model_spec: str = "bundled", limit: int | None = None) -> dict[str, float]:
+def run_quick_demo(console: Console, model_spec: str = "bundled", limit: int | None = None,
+                   progress: bool = True) -> dict[str, float]:
     """A few questions, closed book vs `single` vs `dragin`, with dragin's decisions shown."""
     started = time.perf_counter()
     by_id = {q.id: q for q in load_demo_questions()}
     questions = [by_id[i] for i in QUICK_QUESTIONS][:limit]
     plans = demo_plans(model_spec, QUICK_OPTIONS)  # a bad --model fails before the index is built
-    index = ensure_demo_index(console)
-    lm = load_model(console, model_spec)
+    index = ensure_demo_index(console, progress)
+    lm = load_model(console, model_spec, progress)
     methods = {name: make_method(plan, lm, index) for name, plan in plans.items()}
     console.print(
         f"[bold]dynrag demo[/bold]: {len(questions)} questions over {len(index)} passages about a fictional "

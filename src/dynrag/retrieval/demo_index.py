@@ -21,9 +21,9 @@ def demo_index_dir() -> Path:
     return cache_root() / f"demo-index-{digest}"
 
 
-def ensure_demo_index(console: Console) -> BM25Index:
+def ensure_demo_index(console: Console, progress: bool = True) -> BM25Index:
     out = demo_index_dir()
     if not (out / "manifest.json").exists():
         console.print(Text(f"building the demo index in {out}"))
-        BM25Index.build(read_passages(demo_passages_path()), out, progress=True)
+        BM25Index.build(read_passages(demo_passages_path()), out, progress=progress)
     return BM25Index.load(out, backend="numpy")
