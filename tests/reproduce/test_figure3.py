@@ -7,7 +7,7 @@ import re
 import pytest
 
 from dynrag.errors import ConfigError
-from dynrag.reproduce.bestpractice_figure3 import Figure3Request, figure3, render_figure3
+from dynrag.reproduce.bestpractice_figure3 import Figure3Plan, figure3, render_figure3
 from tests.cli_inprocess import run_in_process
 from tests.deeprag.conftest import wiki_record, write_wiki
 from tests.fakes import ScriptedLM
@@ -29,7 +29,7 @@ def reader_lm(name, reads_documents=True):
 def test_cells_score_coverage_per_context_and_resume_without_answering_again(tmp_path):
     data = write_wiki(tmp_path / "dev.json", N)
     models = {"fake-base": reader_lm("fake-base", reads_documents=False), "fake-gr": reader_lm("fake-gr")}
-    req = Figure3Request("2wikimultihopqa", data, {"gr": "fake-gr"}, "fake-base", limit=None, out=tmp_path / "runs")
+    req = Figure3Plan("2wikimultihopqa", data, {"gr": "fake-gr"}, "fake-base", limit=None, out=tmp_path / "runs")
     report = figure3(req, progress=False, load=models.__getitem__)
     cov = {cell: s["coverage"] for cell, s in report["results"].items()}
     assert cov == {("base", "g"): 0.0, ("base", "r"): 0.0, ("base", "gr"): 0.0, ("base", "none"): 0.0,
@@ -63,10 +63,10 @@ def test_cells_score_coverage_per_context_and_resume_without_answering_again(tmp
 def test_changed_settings_are_refused_and_bad_flags_named(tmp_path):
     data = write_wiki(tmp_path / "dev.json", N)
     lm = reader_lm("fake-base")
-    req = Figure3Request("2wikimultihopqa", data, {}, "fake-base", limit=2, out=tmp_path / "runs")
+    req = Figure3Plan("2wikimultihopqa", data, {}, "fake-base", limit=2, out=tmp_path / "runs")
     figure3(req, progress=False, load=lambda spec: lm)
     with pytest.raises(ConfigError, match="different config"):
-        figure3(Figure3Request("2wikimultihopqa", data, {}, "fake-base", limit=2, out=tmp_path / "runs", seed=1),
+        figure3(Figure3Plan("2wikimultihopqa", data, {}, "fake-base", limit=2, out=tmp_path / "runs", seed=1),
                 progress=False, load=lambda spec: lm)
     base = ["reproduce", "bestpractice-figure3", "--dataset", "2wikimultihopqa", "--data", str(data)]
     missing = run_in_process(*base, "--reader", f"gr={tmp_path / 'nowhere'}", "--out", str(tmp_path / "o"))
@@ -84,8 +84,8 @@ def test_changed_settings_are_refused_and_bad_flags_named(tmp_path):
 def test_a_shuffled_order_gets_cells_of_its_own_and_moves_the_gold_passages(tmp_path):
     data = write_wiki(tmp_path / "dev.json", N)
     models = {"fake-gr": reader_lm("fake-gr")}
-    first = Figure3Request("2wikimultihopqa", data, {"gr": "fake-gr"}, "fake-gr", out=tmp_path / "runs")
-    shuffled = Figure3Request("2wikimultihopqa", data, {"gr": "fake-gr"}, "fake-gr", out=tmp_path / "runs",
+    first = Figure3Plan("2wikimultihopqa", data, {"gr": "fake-gr"}, "fake-gr", out=tmp_path / "runs")
+    shuffled = Figure3Plan("2wikimultihopqa", data, {"gr": "fake-gr"}, "fake-gr", out=tmp_path / "runs",
                               order="shuffled")
     figure3(first, progress=False, load=models.__getitem__)
     report = figure3(shuffled, progress=False, load=models.__getitem__)  # beside the first cells, not refused

@@ -64,7 +64,10 @@ SOURCE = ("Wang et al., Searching for Best Practices in Retrieval-Augmented Gene
 
 
 @dataclass
-class Figure3Request:
+class Figure3Plan:
+    """What `figure3_command` resolves the request's flags to: the one dev file, the readers as model
+    specs, the passage order, and the figure's own fixed settings (exemplars, answer budget, seed)."""
+
     dataset: str
     data: Path
     readers: dict[str, str] = field(default_factory=dict)  # row key (g, gr, ...) -> model spec
@@ -95,17 +98,17 @@ def parse_readers(pairs: dict[str, str]) -> dict[str, str]:
     return {key: reader_spec(value) for key, value in pairs.items()}
 
 
-def rows(req: Figure3Request) -> list[tuple[str, str, str]]:
+def rows(req: Figure3Plan) -> list[tuple[str, str, str]]:
     """(row key, label, model spec): the base model, then each reader in the order given."""
     return [("base", "M_b (base)", req.model)] + [(key, f"M_{key}", spec) for key, spec in req.readers.items()]
 
 
-def cell_dir(req: Figure3Request, resolved_model: str, context: str) -> Path:
+def cell_dir(req: Figure3Plan, resolved_model: str, context: str) -> Path:
     shuffled = "-shuffled" if req.order == "shuffled" else ""
     return Path(req.out) / slug(resolved_model) / req.dataset / f"figure3-{context}-n{req.limit or 'all'}{shuffled}"
 
 
-def cell_config(req: Figure3Request, resolved_model: str, context: str, data_sha256: str) -> dict[str, Any]:
+def cell_config(req: Figure3Plan, resolved_model: str, context: str, data_sha256: str) -> dict[str, Any]:
     """What decides a cell's answers: a second command resumes only when it resolves to the same."""
     return {"format": FORMAT, "model": resolved_model, "dataset": req.dataset, "data": str(req.data),
             "data_sha256": data_sha256, "limit": req.limit, "context": context, "exemplars": req.exemplars,
@@ -169,7 +172,7 @@ def run_cell(model: Callable[[], Any], builder: PromptBuilder, questions: list[Q
         return summary
 
 
-def dev_questions(req: Figure3Request) -> list[QAExample]:
+def dev_questions(req: Figure3Plan) -> list[QAExample]:
     questions = [ex for ex in load_examples(req.dataset, req.data, limit=req.limit)]
     without = [ex.id for ex in questions if not gold_passages(ex)]
     if without:
@@ -180,7 +183,7 @@ def dev_questions(req: Figure3Request) -> list[QAExample]:
     return questions
 
 
-def figure3(req: Figure3Request, *, console: Console | None = None, progress: bool = True,
+def figure3(req: Figure3Plan, *, console: Console | None = None, progress: bool = True,
             load: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """Run (or resume) every cell; returns what `render_figure3` prints. ``load(spec)`` opens a
     model (default `dynrag.lm.load_lm`; tests pass a fake)."""
@@ -255,7 +258,7 @@ def _fmt(value: float | None) -> str:
 
 
 def render_figure3(report: dict[str, Any]) -> str:
-    req: Figure3Request = report["request"]
+    req: Figure3Plan = report["request"]
     results = report["results"]
     lines = [
         "# RAG best practices, Figure 3: generator fine-tuning", "",
@@ -293,5 +296,5 @@ def figure3_command(*, dataset: list[str], data: list[str], readers: dict[str, s
     if len(data) != 1:
         raise ConfigError(f"{NAME} needs one --data FILE: the dev questions with gold passages")
     path = data[0].split("=", 1)[1] if "=" in data[0] and not Path(data[0]).exists() else data[0]
-    req = Figure3Request(dataset[0], Path(path), parse_readers(readers), model, limit, out, run=run, order=order)
+    req = Figure3Plan(dataset[0], Path(path), parse_readers(readers), model, limit, out, run=run, order=order)
     return render_figure3(figure3(req, console=console, progress=progress))
