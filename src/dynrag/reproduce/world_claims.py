@@ -100,20 +100,25 @@ def retrieval_follows_knowledge(rows: Rows) -> list[str]:
                     "what the model knows, MCC near 0.)"]
 
 
+# DRAGIN Table 2's baselines, as the world table names its rows: DRAGIN claims EM above each on
+# multi-hop sets.
+BASELINES = (("single", "single retrieval"), ("fixed_length", "FL-RAG"), ("fixed_sentence", "FS-RAG"), ("flare", "FLARE"))
+
+
 def dragin_beats_single(rows: Rows) -> list[str]:
-    """(ii) DRAGIN's EM on multi-hop questions is above single retrieval's (paired, McNemar)."""
-    single = rows.get("single")
+    """(ii) DRAGIN's EM on multi-hop questions is above each baseline's of its Table 2 (paired, McNemar)."""
     lines = []
     for key, name in DRAGINS:
-        if rows.get(key) is None or single is None:
-            continue
-        pairs = paired(rows[key], single, lambda r: hop_count(r) >= 2)
-        if not pairs:
-            continue
-        tested, figures = em_comparison(pairs)
-        lines.append(line(f"(ii) {name} answers more multi-hop questions than single retrieval", figures, tested,
-                          ledger="dragin.table2.dragin-above-single"))
-    return lines or ["- (ii) DRAGIN against single retrieval on multi-hop questions: a row was not run."]
+        for base, base_name in BASELINES:
+            if rows.get(key) is None or rows.get(base) is None:
+                continue
+            pairs = paired(rows[key], rows[base], lambda r: hop_count(r) >= 2)
+            if not pairs:
+                continue
+            tested, figures = em_comparison(pairs)
+            lines.append(line(f"(ii) {name} answers more multi-hop questions than {base_name}", figures, tested,
+                              ledger=f"dragin.table2.dragin-above-{base.replace('_', '-')}"))
+    return lines or ["- (ii) DRAGIN against the baselines of its Table 2 on multi-hop questions: a row was not run."]
 
 
 def stage_two_retrieves_less(rows: Rows) -> list[str]:
