@@ -16,7 +16,7 @@ from rich.text import Text
 from dynrag.errors import DynragError
 from dynrag.methods.registry import METHODS
 from dynrag.run.flags import (
-    config_flag, exemplars_flag, fill_placeholders, index_corpus_flag, limit_flag, method_flag, method_option_flag, model_flag, preset_flag, progress_flag,
+    config_flag, corpus_flag, exemplars_flag, fill_placeholders, limit_flag, method_flag, method_option_flag, model_flag, preset_flag, progress_flag,
     old_spelling, renamed, retriever_flag, retriever_option_flag,
 )
 
@@ -201,7 +201,7 @@ def _ask_help() -> str:
 def ask(
     question: str = typer.Argument(..., metavar="QUESTION", help="The question to answer."),
     config: Optional[Path] = config_flag(),
-    corpus: Optional[Path] = index_corpus_flag(role="The index to search"),
+    corpus: Optional[Path] = corpus_flag(role="The index to search", index_only=True),
     index_dir: Optional[Path] = old_spelling("--index", metavar="DIR"),
     method: Optional[str] = method_flag(role="Answering method (default single)"),
     model: Optional[str] = model_flag(),

@@ -62,8 +62,10 @@ def retriever_option_flag(role: str = "Retriever option") -> Any:
     return typer.Option([], "--retriever-option", metavar="KEY=VALUE", help=_help(role, RETRIEVER_OPTION_HELP))
 
 
-def corpus_flag(default: Any = None, role: str = "Corpus") -> Any:
-    return typer.Option(default, "--corpus", metavar="contexts|DIR", help=_help(role, CORPUS_HELP))
+def corpus_flag(default: Any = None, role: str = "Corpus", index_only: bool = False) -> Any:
+    """``index_only``: where only an index will do (ask, serve: no dataset's own paragraphs to pool)."""
+    return typer.Option(default, "--corpus", metavar="DIR" if index_only else "contexts|DIR",
+                        help=_help(role, INDEX_CORPUS_HELP if index_only else CORPUS_HELP))
 
 
 def dataset_flag(default: Any = None, role: str = "Benchmark format of --data") -> Any:
@@ -113,11 +115,6 @@ def progress_flag() -> Any:
 def skip_bad_flag(default: Any = False) -> Any:
     """A pair, so a --config file's skip_bad: true can be turned off here; a plain --skip-bad still reads."""
     return typer.Option(default, "--skip-bad/--no-skip-bad", help=SKIP_BAD_HELP)
-
-
-def index_corpus_flag(role: str = "Corpus") -> Any:
-    """`--corpus` where only an index will do (ask, serve: no dataset's own paragraphs to pool)."""
-    return typer.Option(None, "--corpus", metavar="DIR", help=_help(role, INDEX_CORPUS_HELP))
 
 
 def old_spelling(old: str, metavar: str | None = None) -> Any:

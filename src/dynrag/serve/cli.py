@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from dynrag.run.flags import (
-    config_flag, exemplars_flag, index_corpus_flag, model_flag, old_spelling, renamed, retriever_flag, retriever_option_flag,
+    config_flag, corpus_flag, exemplars_flag, model_flag, old_spelling, renamed, retriever_flag, retriever_option_flag,
 )
 from dynrag.serve.limits import DEFAULT_PORT, ServeSettings
 
@@ -23,7 +23,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             role="Run configuration (model, index, retriever, retriever_options, exemplars, and method/options as the "
             "default for requests that name none)",
         ),
-        corpus: Optional[Path] = index_corpus_flag(role="The index to search (default: the demo index, built on first use)"),
+        corpus: Optional[Path] = corpus_flag(role="The index to search (default: the demo index, built on first use)", index_only=True),
         index_dir: Optional[Path] = old_spelling("--index", metavar="DIR"),
         model: Optional[str] = model_flag(),
         retriever: Optional[str] = retriever_flag(
