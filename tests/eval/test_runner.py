@@ -256,6 +256,7 @@ run_eval(req, method_factory=FakeMethodFactory(log={log!r}, hold_first={held!r})
 """
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_sigkill_mid_run_then_rerun_answers_every_question_once(tmp_path):
     rows = fx.qa_rows(12)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)

@@ -86,7 +86,7 @@ def test_tpe_with_a_seed_and_two_parameters(tmp_path, dev):
     assert len(study_trials(tmp_path / "t")) == 4 and "| trial | state | theta | query_words | em |" in r.stdout
 
 
-@pytest.mark.parametrize("pruner", ["median", "halving"])
+@pytest.mark.parametrize("pruner", ["median", pytest.param("halving", marks=pytest.mark.slow)])  # one pruner in test-fast
 def test_pruning_stops_trials_that_fall_behind_and_saves_questions(tmp_path, dev, pruner):
     _, data = dev
     out = tmp_path / "t"

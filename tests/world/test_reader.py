@@ -83,6 +83,7 @@ def test_a_seed_given_twice_is_refused_before_anything_is_made(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_a_two_step_run_makes_its_worlds_and_writes_a_reader(tmp_path):
     model = save_tiny_llama(tmp_path / "tiny")
     out = tmp_path / "reader"

@@ -124,6 +124,7 @@ def test_a_two_step_run_writes_the_model_log_and_knowledge(tiny_world, tmp_path)
     assert (out / "world" / "corpus.jsonl").read_bytes() == (tiny_world / "corpus.jsonl").read_bytes()
 
 
+@pytest.mark.slow  # over a second of CPU: `make test` runs it, `make test-fast` does not
 def test_a_killed_run_resumes_without_duplicated_log_lines(tiny_world, tmp_path, monkeypatch):
     import dynrag.world.teach as teach
 
