@@ -96,6 +96,7 @@ def _run_retrieval(args: ReproduceRequest, err: Console) -> str:
     from dynrag.reproduce.record_build import retrieval_record
     from dynrag.reproduce.retrieval_render import plot_sweep, render_retrieval
     from dynrag.reproduce.retrieval_runs import reproduce_retrieval
+
     spec = RETRIEVAL_TABLES.open(args.table, args.options)
     started, load_start = time.monotonic(), load_average()
     report = reproduce_retrieval(spec, args, console=err, progress=_progress(args, err))
