@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dynrag.errors import ConfigError, DynragError, first_line
+from dynrag.lm.adapter import ADAPTER_META, base_of, is_adapter_dir, merged_copy, read_adapter, read_adapter_meta
 from dynrag.lm.base import LanguageModel
 from dynrag.lm.bundled import check_installed, ensure_converted, gguf_path, resolve_bundled
 from dynrag.lm.device import Placement, resolve_placement
@@ -65,10 +66,14 @@ def _check_hf_target(spec: str, target: str, directory: Path, revision: str = ""
                 f"model spec {spec!r}: {directory} is an empty directory; a Hugging Face model directory "
                 f"holds {HF_MODEL_FILES}"
             )
+        if is_adapter_dir(directory):
+            _check_adapter(spec, directory)
+            return
         if not (directory / "config.json").is_file():
             raise ConfigError(
                 f"model spec {spec!r}: {directory} has no config.json, so it is not a Hugging Face model "
-                f"directory (one holds {HF_MODEL_FILES}; a GGUF file is hf:DIR#FILE.gguf)"
+                f"directory (one holds {HF_MODEL_FILES}; a GGUF file is hf:DIR#FILE.gguf; an adapter holds "
+                f"{ADAPTER_META})"
             )
         return
     if directory.exists():
@@ -79,6 +84,20 @@ def _check_hf_target(spec: str, target: str, directory: Path, revision: str = ""
     if not looks_like_hub_id(target):
         raise ConfigError(f"model spec {spec!r}: no such directory {directory}")
     check_hub_id(spec, target, revision)  # uncached and online: it downloads on load
+
+
+def _check_adapter(spec: str, directory: Path) -> None:
+    """An adapter directory loads when its description is sound and its base spec loads."""
+    try:
+        base = base_of(read_adapter_meta(directory)["base"], directory)
+        base_spec = ModelSpec.parse(base)
+    except ConfigError as exc:
+        raise ConfigError(f"model spec {spec!r}: {exc}") from exc
+    if base_spec.kind == "hf" and Path(base_spec.target).expanduser().resolve() == directory.resolve():
+        raise ConfigError(f"model spec {spec!r}: the adapter in {directory} names itself as its base")
+    if base_spec.is_http:
+        raise ConfigError(f"model spec {spec!r}: the adapter's base {base!r} is behind a server; it needs local weights")
+    check_spec(base_spec)
 
 
 def load_lm(spec: str | ModelSpec = "bundled", progress: bool = True) -> LanguageModel:
@@ -134,7 +153,12 @@ def model_directory(spec: str | ModelSpec, progress: bool = True) -> str | Path:
     if parsed.kind == "bundled":
         return ensure_converted(resolve_bundled(parsed.target), progress=progress)
     if parsed.kind == "hf":
-        return _converted_gguf(Path(parsed.target), parsed.file, parsed.base) if parsed.file else parsed.target
+        if parsed.file:
+            return _converted_gguf(Path(parsed.target), parsed.file, parsed.base)
+        if is_adapter_dir(Path(parsed.target).expanduser()):
+            adapter = read_adapter(Path(parsed.target).expanduser())
+            return merged_copy(adapter, model_directory(adapter.base, progress), progress)
+        return parsed.target
     raise ConfigError(f"model spec {str(parsed)!r} has no local weights to load; valid forms: {describe_specs()}")
 
 

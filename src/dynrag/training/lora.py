@@ -64,6 +64,17 @@ def add_lora(model: nn.Module, rank: int = 16, alpha: float = 32.0, targets: Ite
     return {n: p for n, p in model.named_parameters() if p.requires_grad}
 
 
+def adapter_factors(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every adapter's factors by the wrapped layer's module path, alpha / r folded into ``lora_b``
+    (the on-disk form of lm/adapter.py), copied off the model."""
+    out: dict[str, torch.Tensor] = {}
+    for path, module in model.named_modules():
+        if isinstance(module, LoRALinear):
+            out[f"{path}.lora_a"] = module.lora_a.detach().float().cpu().clone()
+            out[f"{path}.lora_b"] = (module.lora_b.detach().float() * module.scale).cpu()
+    return out
+
+
 def merge_lora(model: nn.Module) -> nn.Module:
     """Fold every adapter into its base weight and put the plain linear layer back."""
     for parent in list(model.modules()):

@@ -12,12 +12,14 @@ from typing import Any
 from rich.console import Console
 
 from dynrag.io.lock import DirectoryLock
+from dynrag.lm.adapter import ADAPTER_SUBDIR
 from dynrag.lm.device import autocast
 from dynrag.lm.loader import resolve_model
 from dynrag.training.examples import TrainExample, examples_fingerprint
 from dynrag.training.finetune import FineTune
 from dynrag.training.losses import collate, imitation_loss
-from dynrag.training.lora import add_lora, merge_lora
+from dynrag.training.adapters import write_run_adapter
+from dynrag.training.lora import adapter_factors, add_lora, merge_lora
 from dynrag.training.models import is_complete, load_trainable, read_meta, save_model_dir
 from dynrag.training.plot import plot_loss
 from dynrag.training.trainer import (
@@ -90,10 +92,8 @@ def masked_lm_step(model: Any, tokenizer: Any, examples: list[TrainExample], dev
 def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records: list[dict[str, Any]],
            meta: dict[str, Any], prompt: dict[str, Any] | None = None) -> dict[str, Any]:
     """Merge adapters, write the HF directory with deeprag.json (``prompt``: how it was prompted in
-    training; default no worked examples), the loss curve, and drop the checkpoint."""
-    if options.method == FineTune.LORA:
-        merge_lora(model)
-    model.eval()
+    training; default no worked examples), the loss curve, and drop the checkpoint. A LoRA run also
+    writes its adapter, over the first base that is not itself an adapter (OUT/adapter)."""
     tokens = sum(r.get("tokens", 0) for r in records)
     seconds = sum(r["seconds"] for r in records)
     report = {
@@ -106,6 +106,10 @@ def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records
         "tokens_per_second": round(tokens / seconds, 2) if seconds and tokens else None,
         "prompt": prompt if prompt is not None else {"shots": 0},
     }
+    if options.method == FineTune.LORA:
+        write_run_adapter(adapter_factors(model), out / ADAPTER_SUBDIR, report)
+        merge_lora(model)
+    model.eval()
     save_model_dir(model, tokenizer, out, report)
     plot_loss(records, out / "loss.png", f"{meta['stage']} ({options.method}, {meta['base_model']})")
     drop_checkpoint(out)
