@@ -4,6 +4,7 @@ loop, and the finished HF directory with its metadata and loss curve."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,6 +110,8 @@ def finish(model: Any, tokenizer: Any, out: Path, options: TrainOptions, records
     if options.method == FineTune.LORA:
         write_run_adapter(adapter_factors(model), out / ADAPTER_SUBDIR, report)
         merge_lora(model)
+    else:  # a stale adapter from an earlier LoRA run here would claim these weights
+        shutil.rmtree(out / ADAPTER_SUBDIR, ignore_errors=True)
     model.eval()
     save_model_dir(model, tokenizer, out, report)
     plot_loss(records, out / "loss.png", f"{meta['stage']} ({options.method}, {meta['base_model']})")
