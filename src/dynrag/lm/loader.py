@@ -97,7 +97,10 @@ def _check_adapter(spec: str, directory: Path) -> None:
         raise ConfigError(f"model spec {spec!r}: the adapter in {directory} names itself as its base")
     if base_spec.is_http:
         raise ConfigError(f"model spec {spec!r}: the adapter's base {base!r} is behind a server; it needs local weights")
-    check_spec(base_spec)
+    try:
+        check_spec(base_spec)
+    except DynragError as exc:
+        raise ConfigError(f"model spec {spec!r}: the adapter's base {base!r} cannot load: {exc}") from exc
 
 
 def load_lm(spec: str | ModelSpec = "bundled", progress: bool = True) -> LanguageModel:
