@@ -57,6 +57,9 @@ def test_node_limit_and_exhaustion():
     short = tree_search(ScriptedTree(correct_path=("unreachable",)), SearchLimits(max_steps=1, max_nodes=50))
     # T = 1: one sub-question, then the final answer on both children
     assert short.status == "exhausted" and short.expanded == 3 and short.terminals == 2 and short.queued == 0
+    assert short.wrong == ["wrong", "wrong"]  # each terminal's answer, kept to say why nothing was found
+    found = tree_search(ScriptedTree(correct_path=(False, True)), SearchLimits(max_steps=4, max_nodes=50))
+    assert found.status == "found" and found.wrong == ["wrong"]  # (P, P) was written and judged first
     with pytest.raises(ConfigError):
         SearchLimits(max_steps=0)
 

@@ -117,6 +117,9 @@ def test_questions_without_a_correct_narrative_are_counted_and_not_searched_agai
     assert all(r["tree"]["expanded"] == 5 for r in skipped)
     # 5 nodes on 2 hops: root, P, PP, R, PR taken; the 1-retrieval narrative RP was never tried
     assert all(r["cut_at"] == 1 for r in skipped)
+    # why nothing was found: the gold answers beside the distinct wrong final answers the search wrote
+    assert all(r["wrong_answers"] == ["Nowhere Town"] and r["answers"] and "Nowhere Town" not in r["answers"]
+               for r in skipped)
     assert summary["node_budget"] == {"max_nodes": 5, "exhaustive": False, "whole_tree": 2047, "cut": 6,
                                       "cut_at_retrievals": {"1": 6}}
     calls = len(never_right.prompts)

@@ -131,6 +131,8 @@ class SearchResult:
     # whether the whole tree was searched (False when the node budget cut it).
     correct: list[tuple[History, str]] = field(default_factory=list)
     complete: bool = True
+    # Every final answer judged wrong, in the order written: why a search found nothing.
+    wrong: list[str] = field(default_factory=list)
 
     @property
     def retrievals(self) -> int | None:
@@ -179,6 +181,8 @@ def tree_search(expander: Expander, limits: SearchLimits, collect_all: bool = Fa
                 result.correct.append((history, answer))
                 if not collect_all:
                     break
+            else:
+                result.wrong.append(answer)
             continue
         made = children(node, history, subquery, seq, limits.may_retrieve(node.retrievals))
         for child in made:

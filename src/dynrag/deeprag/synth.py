@@ -320,7 +320,8 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
                 return True, _found_record(config, ex, expander, result, started, whole_tree), "found"
             return False, {"id": ex.id, "question": ex.question, "reason": result.status, "tree": result.tree_counts(),
                            "cut_at": result.cut_at, "generations": expander.generations,
-                           "seconds": round(time.perf_counter() - started, 3)}, result.status
+                           "seconds": round(time.perf_counter() - started, 3),
+                           "answers": list(ex.answers), "wrong_answers": distinct(result.wrong)}, result.status
 
         # Only this loop writes: each question's line is appended (fsynced) as it finishes.
         for n, (is_found, record, status) in enumerate(in_flight(search, todo, batch), 1):
@@ -328,6 +329,11 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
             found += is_found
             cut += status == "node_limit"
             bar.advance(_stats(found, cut, n))
+
+
+def distinct(texts: list[str]) -> list[str]:
+    """The texts without repeats, in first-seen order."""
+    return list(dict.fromkeys(texts))
 
 
 def _found_record(config, ex: QAExample, expander: QuestionExpander, result, started: float, whole_tree: bool) -> dict[str, Any]:
