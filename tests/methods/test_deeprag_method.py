@@ -20,6 +20,7 @@ from dynrag.methods.deeprag.narrative import (
 )
 from dynrag.methods.registry import build_method, parse_options
 from dynrag.retrieval.bm25 import BM25Index
+from dynrag.methods.deeprag.writer import final_answer_text
 from tests.fakes import ScriptedLM
 from tests.tiny_models import tiny_llama_lm
 
@@ -152,6 +153,13 @@ def test_a_line_that_is_neither_a_subquestion_nor_an_answer_ends_with_the_final_
     answer = build_method("deeprag", lm, index, {"shots": 0}).answer(QUESTION)
     assert answer.final_answer == "Lyon" and not answer.trace.retrievals
     assert [s.kind for s in answer.trace.steps] == ["subquery", "finish"]
+
+
+def test_the_final_answer_stops_where_the_answer_phrase_comes_again(index):
+    lm = ScriptedLM(lambda text: " Paul Frederick. So the answer is yes." if text.endswith(FINAL) else "I do not know")
+    assert build_method("deeprag", lm, index, {"shots": 0}).answer(QUESTION).final_answer == "Paul Frederick"
+    assert final_answer_text(" So the answer is Lyon. So the answer is Lyon") == "Lyon"  # an echo first, then the answer
+    assert final_answer_text(" 1887.\nSub-question: x") == "1887"
 
 
 def test_options_are_validated_and_named():

@@ -73,4 +73,16 @@ class NarrativeWriter:
     def final(self, question: str, steps: Sequence[NarrativeStep]) -> tuple[str, Generation]:
         """The final answer, asked for with the final-answer phrase."""
         gen = self._generate(self.narrative.prompt(question, steps).add("final_label", FINAL), None, self.max_answer_tokens)
-        return clean_answer(gen.text).rstrip(".").strip(), gen
+        return final_answer_text(gen.text), gen
+
+
+def final_answer_text(text: str) -> str:
+    """The answer written after the final-answer phrase: one line, cut where the phrase comes again
+    (a small model may go on "X. So the answer is yes", copying a worked example's ending)."""
+    line = clean_answer(text)
+    if line.lower().startswith(FINAL.lower()):  # the phrase echoed first: the answer follows it
+        line = line[len(FINAL):].strip()
+    repeat = line.lower().find(FINAL.lower())
+    if repeat >= 0:
+        line = line[:repeat]
+    return line.strip().rstrip(".").strip()
