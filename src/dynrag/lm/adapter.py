@@ -25,6 +25,7 @@ import torch
 
 from dynrag.errors import ConfigError, DynragError
 from dynrag.io.directories import atomic_directory
+from dynrag.io.files import file_sha256
 
 ADAPTER_FORMAT = "dynrag-lora-adapter/1"
 ADAPTER_META = "adapter.json"
@@ -99,14 +100,6 @@ def apply_adapter(model: torch.nn.Module, factors: Mapping[str, torch.Tensor]) -
 
 def is_adapter_dir(directory: str | Path) -> bool:
     return (Path(directory) / ADAPTER_META).is_file()
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_adapter_meta(directory: str | Path) -> dict[str, Any]:
