@@ -44,6 +44,7 @@ def one_line_error(stderr: str, *needles: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # a CLI child process in a mount namespace: over a second each
 def test_index_out_on_a_read_only_disk(tmp_path, corpus):
     r = in_mount(tmp_path / "m", f'dynrag index {corpus} --out "$M/idx"', options="ro")
     assert r.returncode == 1
@@ -70,6 +71,7 @@ ls -a "$M"
     assert ".idx.build-" not in r.stdout  # the half-built temporary was removed
 
 
+@pytest.mark.slow  # a CLI child process in a mount namespace: over a second each
 def test_eval_out_read_only_and_full(tmp_path, tiny_model):
     data = fx.write_jsonl(tmp_path / "qa.jsonl", fx.qa_rows(3))
     command = (f'dynrag eval --dataset jsonl --data {data} --method direct --model hf:{tiny_model} '
@@ -109,6 +111,7 @@ print('total', len(ids), 'unique', len(set(ids)))"
     assert "rc=0" in out and "total 40 unique 40" in out, out + r.stderr
 
 
+@pytest.mark.slow  # a CLI child process in a mount namespace: over a second each
 def test_eval_retrieval_out_read_only(tmp_path):
     data = fx.write_json(tmp_path / "hotpot.json", fx.HOTPOT)
     r = in_mount(tmp_path / "m", f'dynrag eval-retrieval --dataset hotpotqa --data {data} --out "$M/r" '

@@ -51,6 +51,7 @@ def test_batch_and_weighted_ranker(milvus):
         MilvusRetriever(milvus.client, milvus.collection, milvus.embedder, ranker="max")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # builds and reopens three milvus-lite databases: over three seconds
 def test_open_rebuild_and_errors(tmp_path, embedder):
     uri = str(tmp_path / "m.db")
     MilvusRetriever.build(CORPUS[:3], uri, "c", embedder, progress=False).close()
