@@ -16,7 +16,7 @@ from dynrag.reproduce.dynamic_family import LABELS, against_dragin, decision_mcc
 from dynrag.reproduce.record_build import RunContext, table_record
 from dynrag.reproduce.records import load_record, write_record
 from dynrag.reproduce.render import render, render_lines
-from dynrag.reproduce.runs import ReproduceRequest, reproduce
+from dynrag.reproduce.runs import ReproduceRequest, reproduce, run_dir
 from dynrag.reproduce.tables import paper_cells
 from dynrag.reproduce.world import WorldTableOptions, world_runs
 from tests.eval import fixtures as fx
@@ -64,6 +64,17 @@ def test_world_rows_share_reproduce_worlds_settings():
     assert rows["dragin"].options["variant"] == "reference" and rows["dragin_paper"].options["variant"] == "paper"
     for key in ("ircot", "seakr", "etc"):
         assert rows[key].options == {"k": 3}
+
+
+def test_a_row_both_tables_have_is_one_run_directory_under_the_world_tables_name(tmp_path):
+    req = request(tmp_path, TABLE)
+    ours = by_dataset(open_table(TABLE))["world"]
+    world_table = {s.key: s for s in world_runs(WorldTableOptions())}
+    for key, theirs in [("dragin", "dragin_reference"), ("dragin_paper", "dragin"), ("flare", "flare")]:
+        assert run_dir(req, ours[key]) == run_dir(req, world_table[theirs])
+        assert run_dir(req, ours[key]).name.startswith(f"{theirs}-")
+    assert run_dir(req, ours["dragin"]) != run_dir(req, ours["dragin_paper"])
+    assert run_dir(req, ours["etc"]).name.startswith("etc-")
 
 
 def test_benchmark_rows_take_dragins_released_settings_and_each_papers_defaults():

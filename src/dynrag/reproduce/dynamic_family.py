@@ -60,7 +60,8 @@ def world_rows() -> list[RunSpec]:
     shared = {WORLD_KEYS[s.key]: s for s in world_runs(WorldTableOptions()) if s.key in WORLD_KEYS}
     newer = {key: RunSpec(WORLD, key, "", key, {"k": 3}) for key in NEWER}
     rows = {**shared, **newer}
-    return [replace(rows[key], key=key, label=label, scorer="squad") for key, label in LABELS.items()]
+    return [replace(rows[key], key=key, label=label, scorer="squad", directory=rows[key].directory or rows[key].key)
+            for key, label in LABELS.items()]
 
 
 def benchmark_rows(paper_model: str) -> list[RunSpec]:

@@ -147,7 +147,7 @@ def run_dir(req: ReproduceRequest, spec: RunSpec) -> Path:
         json.dumps([spec.method, spec.options, spec.retriever] + ([spec.model] if spec.model else []),
                    sort_keys=True).encode()
     ).hexdigest()[:6]
-    return Path(req.out) / slug(setting) / spec.dataset / f"{spec.key}-{digest}-n{req.limit or 'all'}"
+    return Path(req.out) / slug(setting) / spec.dataset / f"{spec.directory or spec.key}-{digest}-n{req.limit or 'all'}"
 
 
 def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method_factory=None) -> dict[str, Any]:

@@ -36,7 +36,7 @@ class RunSpec:
     """One run of a table: a row (``key``, ``label``) on one dataset."""
 
     dataset: str
-    key: str  # the row's key in the published cells, and the run directory's name
+    key: str  # the row's key in the published cells, and the run directory's name unless `directory` says
     label: str
     method: str
     options: dict[str, Any]
@@ -48,6 +48,9 @@ class RunSpec:
     # A row of the paper's that needs a model of its own (a trained classifier, a reasoning model):
     # printed with its published cells, never run.
     published_only: bool = False
+    # The run directory's name when another table runs the same row under its own key (the world
+    # table's `dragin` is the dynamic-family table's `dragin_paper`): both tables then read one run.
+    directory: str | None = None
 
 
 @dataclass(frozen=True)
