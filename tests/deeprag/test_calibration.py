@@ -98,7 +98,7 @@ def test_calibration_end_to_end_prefers_the_chosen_decisions_more_after_training
     assert [r["step"] for r in log] == list(range(1, 25))
     assert log[0]["loss"] == pytest.approx(0.6931, abs=1e-3)  # policy == reference at the start: log 2
     meta = json.loads((out / "deeprag.json").read_text())
-    assert meta["stage"] == "calibration" and meta["beta"] == 0.4 and meta["prompt"] == {"shots": 0}
+    assert meta["stage"] == "calibration" and meta["beta"] == 0.4 and meta["prompt"] == {"shots": 0, "style": "plain"}
     assert load_lm(f"hf:{out}", progress=False) is not None
 
 

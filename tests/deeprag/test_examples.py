@@ -89,3 +89,37 @@ def test_worked_examples_would_be_given_too(tokenizer):
     plain = imitation_example(tokenizer, TRAJECTORY)
     assert with_shots.learned_tokens == plain.learned_tokens
     assert len(with_shots) > len(plain)
+
+
+def test_chat_trajectories_train_inside_the_models_template_on_the_same_learned_text(tokenizer):
+    from dataclasses import replace
+
+    from dynrag.deeprag.examples import training_narrative
+
+    narrative = training_narrative(tokenizer, "chat")
+    assert narrative.style == "chat" and narrative.shots == 0
+    ex = imitation_example(tokenizer, replace(TRAJECTORY, narrative="chat"), narrative)
+    pieces = [tokenizer.decode([t]) for t in ex.input_ids]
+    learned = "".join(p for p, label in zip(pieces, ex.labels) if label != IGNORE)
+    given = "".join(p for p, label in zip(pieces, ex.labels) if label == IGNORE)
+    assert learned == LEARNED + tokenizer.eos_token  # what it learns to write is the plain narrative's
+    system_turn = tokenizer.apply_chat_template(
+        [{"role": "system", "content": INSTRUCTION}, {"role": "user", "content": "Question: " + TRAJECTORY.question}],
+        tokenize=False, add_generation_prompt=True)
+    assert given.startswith(system_turn)  # instruction, question, then the assistant's turn opens
+    assert "[1] Ada Byrne: Ada Byrne was born in Tessaly in 1850.\n" in given
+
+
+def test_a_chat_narrative_needs_a_template_and_one_style_per_training_set(tokenizer):
+    from dataclasses import replace
+
+    from dynrag.deeprag.examples import narrative_style, training_narrative
+    from dynrag.errors import ConfigError, DataError
+
+    assert training_narrative(None, "plain").frame is None
+    no_template = type("NoTemplate", (), {"chat_template": None})()
+    with pytest.raises(ConfigError, match="chat template"):
+        training_narrative(no_template, "chat")
+    assert narrative_style([TRAJECTORY, TRAJECTORY], "t.jsonl") == "plain"
+    with pytest.raises(DataError, match="mixes chat and plain"):
+        narrative_style([TRAJECTORY, replace(TRAJECTORY, narrative="chat")], "t.jsonl")

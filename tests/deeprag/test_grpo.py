@@ -145,7 +145,7 @@ def test_two_step_run_interrupted_then_resumed_writes_each_step_and_rollout_once
     assert (out / "grpo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "model.safetensors").exists() and (out / "config.json").exists() and not (out / "checkpoint").exists()
     assert json.loads((out / "grpo_run.json").read_text())["options"]["group"] == 2
-    assert json.loads((out / "deeprag.json").read_text())["prompt"] == {"shots": 0}
+    assert json.loads((out / "deeprag.json").read_text())["prompt"] == {"shots": 0, "style": "plain"}
 
 
 def test_rollouts_are_reproducible_from_the_seed(tmp_path, tiny_model_dir):

@@ -33,7 +33,7 @@ def test_imitation_writes_a_loadable_hf_directory_with_log_and_curve(tmp_path, t
     assert not (out / "checkpoint").exists()
     assert (out / "model.safetensors").exists() and not list(out.glob("*.bin"))
     meta = json.loads((out / "deeprag.json").read_text())
-    assert meta["complete"] and meta["stage"] == "imitation" and meta["prompt"] == {"shots": 0}
+    assert meta["complete"] and meta["stage"] == "imitation" and meta["prompt"] == {"shots": 0, "style": "plain"}
     lm = load_lm(f"hf:{out}", progress=False)
     assert not any(isinstance(m, LoRALinear) for m in lm.model.modules())  # adapters merged away
     assert build_method("deeprag", lm, retriever=object(), options={}).narrative.shots == 0

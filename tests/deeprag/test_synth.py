@@ -98,9 +98,28 @@ def test_dataset_teacher_finds_the_cheapest_correct_narratives(tmp_path, bench):
     assert summary["retrievals_histogram"] == {"1": 3, "2": 3}
     line = json.loads((tmp_path / "synth" / "trajectories.jsonl").read_text().splitlines()[0])
     assert set(line) == {"format", "id", "dataset", "question", "steps", "final_answer", "retrievals", "tree",
-                         "generations", "seconds", "select"}
+                         "generations", "seconds", "select", "narrative"}
+    assert line["narrative"] == "plain"  # the scripted model has no chat template
     assert line["select"] == "min" and "correct" not in line  # the default keeps the selected narrative only
     assert "answers" not in line and line["tree"]["expanded"] >= 3
+
+
+def test_narrative_chat_searches_in_the_targets_template_and_a_resume_in_another_style_is_refused(tmp_path, bench):
+    from dynrag.lm.chat import ChatFrame
+
+    data, index = bench
+    known = {r["evidences"][0][0]: r["evidences"][0][2] for r in [wiki_record(i) for i in range(6)]}
+    lm = knowing_model(known)
+    lm.prompt_style, lm.chat_frame = "chat", ChatFrame("<sys>", "</sys><user>", "</user><assistant>\n")
+    chat = dict(max_steps=4, max_nodes=20, narrative="chat")
+    run_synth(request(tmp_path, data, limit=2, **chat), progress=False, models=Models(lm, None, index))
+    assert [t.narrative for t in read_trajectories(tmp_path / "synth")] == ["chat", "chat"]
+    assert all(p.startswith("<sys>") for p in lm.prompts)
+    with pytest.raises(ConfigError, match="different config.*narrative"):
+        run_synth(request(tmp_path, data, max_steps=4, max_nodes=20, limit=4), progress=False, models=Models(lm, None, index))
+    with pytest.raises(ConfigError, match="--narrative 'html': choose one of plain, chat"):
+        run_synth(request(tmp_path, data, limit=4, **{**chat, "narrative": "html"}), progress=False)
+    assert len(read_trajectories(tmp_path / "synth")) == 2  # nothing written is lost
 
 
 def test_questions_without_a_correct_narrative_are_counted_and_not_searched_again(tmp_path, bench):

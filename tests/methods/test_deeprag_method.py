@@ -6,10 +6,12 @@ import pytest
 
 from dynrag.corpus.passage import Passage
 from dynrag.errors import ConfigError
+from dynrag.lm.chat import ChatFrame
 from dynrag.methods.deeprag.decision import decision_margin, wants_retrieval
 from dynrag.methods.deeprag.narrative import (
     ANSWER,
     FINAL,
+    INSTRUCTION,
     RETRIEVE,
     SUBQUERY,
     Narrative,
@@ -277,3 +279,45 @@ def test_always_retrieving_still_defers_to_the_query_classifier(index, monkeypat
     decided = [s.details for s in method.answer(QUESTION).trace.steps if s.kind == "answer"]
     assert [d["decision"] for d in decided] == ["parametric"] * 2
     assert all(d["overruled_by_classifier"] for d in decided)
+
+
+FRAME = ChatFrame("<sys>", "</sys><user>", "</user><assistant>\n")
+
+
+def chat_scripted(decisions: list[str], name: str = "scripted", prompt_style: str = "chat",
+                  frame: ChatFrame | None = FRAME) -> ScriptedLM:
+    lm = scripted(decisions, name=name)
+    lm.prompt_style, lm.chat_frame = prompt_style, frame
+    return lm
+
+
+def test_a_chat_frame_puts_the_narrative_in_the_assistants_turn_and_changes_nothing_else():
+    steps = [NarrativeStep("Who built it?", False, "Ada"),
+             NarrativeStep("Where was Ada born?", True, "Lyon", (Passage("p1", "Ada", "Ada was born in Lyon."),))]
+    plain, chat = Narrative(shots=1).prompt("Q?", steps), Narrative(shots=1, frame=FRAME).prompt("Q?", steps)
+    assert chat.text.startswith("<sys>" + INSTRUCTION + "</sys><user>Question: ")  # the exemplar opens the user turn
+    assert chat.segments[2].name == "question" and chat.text[chat.segments[2].start:chat.segments[2].end] == (
+        "Question: Q?</user><assistant>\n")
+    after = lambda p: p.text[p.segments[3].start:]  # noqa: E731  (everything the narrative adds)
+    assert after(chat) == after(plain)
+    assert [s.name for s in chat.segments] == [s.name for s in plain.segments]
+    assert chat.reusable_prefix == chat.segments[2].start
+    assert (Narrative().style, Narrative(frame=FRAME).style) == ("plain", "chat")
+
+
+def test_the_narrative_is_plain_unless_asked_and_a_trained_checkpoint_keeps_its_style(tmp_path, index):
+    assert build_method("deeprag", chat_scripted(["retrieve"]), index, {}).narrative.style == "plain"
+    method = build_method("deeprag", chat_scripted(["retrieve"]), index, {"narrative": "chat"})
+    assert method.narrative.style == "chat"
+    assert method.answer(QUESTION).text and method.lm.prompts[0].startswith("<sys>")
+    with pytest.raises(ConfigError, match="is asked for a chat-framed narrative, but it has no chat template"):
+        build_method("deeprag", chat_scripted(["retrieve"], frame=None), index, {"narrative": "chat"})
+    (tmp_path / "deeprag.json").write_text(json.dumps({"prompt": {"shots": 0, "style": "chat"}}))
+    trained = build_method("deeprag", chat_scripted(["retrieve"], name=f"hf:{tmp_path}", prompt_style="plain"), index, {})
+    assert (trained.narrative.style, trained.narrative.shots) == ("chat", 0)  # hf: loads plain; the record decides
+    with pytest.raises(ConfigError, match="was trained on chat-framed narratives, but it has no chat template"):
+        build_method("deeprag", chat_scripted(["retrieve"], name=f"hf:{tmp_path}", frame=None), index, {})
+    (tmp_path / "deeprag.json").write_text(json.dumps({"prompt": {"shots": 0}}))  # trained before styles
+    assert build_method("deeprag", chat_scripted(["retrieve"], name=f"hf:{tmp_path}"), index, {}).narrative.style == "plain"
+    with pytest.raises(ConfigError, match="narrative"):
+        build_method("deeprag", chat_scripted(["retrieve"]), index, {"narrative": "html"})

@@ -41,5 +41,5 @@ def test_lora_runs_write_adapters_that_load_to_their_merged_checkpoints(tmp_path
         assert not torch.allclose(logits(f"hf:{run}", ids), logits(f"hf:{tiny_model_dir}", ids), atol=1e-4)  # it trained
         assert torch.allclose(logits(f"hf:{run / 'adapter'}", ids), logits(f"hf:{run}", ids), atol=1e-4)
     # The adapter is prompted and traced back as its merged checkpoint is.
-    assert checkpoint_meta(f"hf:{second / 'adapter'}")["prompt"] == {"shots": 0}
+    assert checkpoint_meta(f"hf:{second / 'adapter'}")["prompt"] == {"shots": 0, "style": "plain"}
     assert base_model(f"hf:{second / 'adapter'}") == base_model(f"hf:{second}") == f"hf:{tiny_model_dir.resolve()}"

@@ -29,6 +29,7 @@ from dynrag.training.finetune import FineTune
 from dynrag.training.supervised import attach_method, finish
 from dynrag.training.losses import completion_logprobs, dpo_loss
 from dynrag.training.models import is_complete, load_trainable, read_meta
+from dynrag.deeprag.examples import narrative_style, training_narrative
 from dynrag.deeprag.pairs import SYNTH_KEEP, PreferencePair, build_pairs, check_pair_mode, pair_masks, tokenize_pair
 from dynrag.deeprag.synth import Models, SynthJobOptions, run_synth
 from dynrag.training.trainer import (
@@ -127,11 +128,16 @@ def run_calibration(req: CalibrationJobOptions, *, console: Console | None = Non
         search = req.synth.model_copy(update={"out": out / "synth", "select": "min", "keep": SYNTH_KEEP[mode]})
         synth = run_synth(search, console=console, progress=progress, models=search_models)
         console.print(f"search with {stage_one}: {synth['found']} of {synth['questions']} questions with a correct narrative")
-        pairs = build_pairs(read_trajectories(out / "synth"), heldout=req.heldout, mode=mode)
+        trajectories = read_trajectories(out / "synth")
+        style = narrative_style(trajectories, str(out / "synth"))
+        # A chat-framed narrative needs the model's template, so the model loads first then.
+        loaded = load_trainable(stage_one, progress=progress) if style == "chat" else None
+        narrative = training_narrative(loaded[1] if loaded else None, style)
+        pairs = build_pairs(trajectories, narrative, heldout=req.heldout, mode=mode)
         if not [p for p in pairs if p.split == "train"]:
             raise DataError(str(out / "synth"), "no preference pairs to train on (no question had a correct narrative)")
         atomic_write_text(out / PAIRS, "".join(json_line(p.to_dict()) for p in pairs))
-        model, tokenizer, source = load_trainable(stage_one, progress=progress)
+        model, tokenizer, source = loaded or load_trainable(stage_one, progress=progress)
         options = settle_method(options, model)
         device = model_device(model)
         tokenized = [tokenize_pair(tokenizer, p) for p in pairs]
@@ -181,7 +187,7 @@ def run_calibration(req: CalibrationJobOptions, *, console: Console | None = Non
         atomic_write_json(out / REPORT, report)
         meta = {"stage": "calibration", "base_model": resolve_model(stage_one), "base_source": source, "lr": lr,
                 "lr_schedule": schedule_meta(options, lr, len(batches)), **report}
-        return finish(model, tokenizer, out, options, records, meta)
+        return finish(model, tokenizer, out, options, records, meta, {"shots": 0, "style": style})
 
 
 def _check_mode_unchanged(out: Path, mode: str) -> None:

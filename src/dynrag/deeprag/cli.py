@@ -43,6 +43,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
         match: str = typer.Option("em", "--match", help="When a final answer is correct: em (normalised exact match) or f1:T."),
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the target's prompt (default: all; 0 for a trained checkpoint)."),
+        narrative: Optional[str] = typer.Option(None, "--narrative", help="The target's prompt style: plain | chat (inside its chat template); default: as a trained checkpoint was trained, else plain."),
         select: str = typer.Option("min", "--select", help="Which correct narrative to keep: min (fewest retrievals, the paper's) | max (most) | random (seeded by --seed); max and random search the whole tree."),
         seed: int = typer.Option(0, "--seed", help="Seed of --select random (each question's draw depends on it and the question id)."),
         batch: int = batch_flag(1, role="Batch of the tree search", at_least=1),
@@ -62,7 +63,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
             req = SynthJobOptions(
                 dataset=dataset, data=data, out=out, corpus=corpus, model=model, teacher=teacher, limit=limit,
-                skip=skip, max_steps=renamed(max_subqueries, max_steps, "--max-subqueries", "--max-steps"), max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots,
+                skip=skip, max_steps=renamed(max_subqueries, max_steps, "--max-subqueries", "--max-steps"), max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots, narrative=narrative,
                 aliases=aliases, skip_bad=skip_bad, retriever=retriever,
                 retriever_options=parse_pairs(split_csv_pairs(retriever_option), flag="--retriever-option"),
                 select=select, seed=seed, batch=batch,

@@ -9,10 +9,35 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing import Sequence
+
 from dynrag.deeprag.trajectory import Trajectory
+from dynrag.errors import ConfigError, DataError
 from dynrag.lm.base import Prompt
-from dynrag.methods.deeprag.narrative import FINAL_SEG, Narrative, final_line
+from dynrag.lm.chat import frame_from, tokenizer_renderer
+from dynrag.methods.deeprag.narrative import FINAL_SEG, Narrative, NarrativeStyle, final_line
 from dynrag.training.examples import TrainExample, masked_tokens
+
+
+def narrative_style(trajectories: Sequence[Trajectory], source: str) -> NarrativeStyle:
+    """The one prompt style the trajectories were searched in (a model learns one framing)."""
+    styles = sorted({t.narrative for t in trajectories}) or ["plain"]
+    if len(styles) > 1:
+        raise DataError(source, f"mixes {' and '.join(styles)} narratives; train on one prompt style at a time")
+    return styles[0]  # type: ignore[return-value]
+
+
+def training_narrative(tokenizer: Any, style: NarrativeStyle) -> Narrative:
+    """The narrative a model is trained on: no worked examples, in the trajectories' style (chat:
+    inside the trained model's own template, as inference will frame it)."""
+    if style == "plain":
+        return Narrative(shots=0)
+    render = tokenizer_renderer(tokenizer)
+    frame = frame_from(render) if render is not None else None
+    if frame is None:
+        raise ConfigError("the trajectories were searched inside a chat template, and the model to train has none; "
+                          "train a model with one, or search again with ?prompt=plain")
+    return Narrative(shots=0, frame=frame)
 
 
 def narrative_text(trajectory: Trajectory, narrative: Narrative) -> Prompt:

@@ -183,7 +183,8 @@ def run_grpo(req: GrpoJobOptions, *, console: Console | None = None, progress: b
         if dev_log:
             dev_log.plot(f"grpo on held-out questions ({options.method}, {resolve_model(req.model)})")
             meta["dev"] = [dev_summary(r) for r in sorted(dev_log.records.values(), key=lambda r: r["step"])]
-        return finish(model, tokenizer, out, options, records, meta, {"shots": policy.method.narrative.shots})
+        return finish(model, tokenizer, out, options, records, meta, {"shots": policy.method.narrative.shots,
+                                                                        "style": policy.method.narrative.style})
 
 
 def claim_run(out: Path, identity: dict[str, Any]) -> None:

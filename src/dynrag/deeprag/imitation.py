@@ -16,10 +16,11 @@ from typing import Any
 from pydantic import Field
 from rich.console import Console
 
-from dynrag.deeprag.examples import imitation_example
+from dynrag.deeprag.examples import imitation_example, narrative_style, training_narrative
 from dynrag.deeprag.trajectory import Trajectory, read_trajectories, trajectory_file
 from dynrag.errors import DataError
 from dynrag.lm.loader import resolve_model
+from dynrag.methods.deeprag.narrative import Narrative
 from dynrag.run.jobs import JOBS, JobTraits, ModelGroup, OutputGroup
 from dynrag.training.examples import TrainExample
 from dynrag.training.supervised import already_trained, finish, train_masked, training_model
@@ -42,9 +43,10 @@ def load_training_trajectories(paths: list[Path]) -> list[Trajectory]:
     return trajectories
 
 
-def build_examples(tokenizer: Any, trajectories: list[Trajectory], max_tokens: int) -> tuple[list[TrainExample], int]:
+def build_examples(tokenizer: Any, trajectories: list[Trajectory], max_tokens: int,
+                   narrative: Narrative | None = None) -> tuple[list[TrainExample], int]:
     """(examples no longer than max_tokens, how many were left out)."""
-    examples = [imitation_example(tokenizer, t) for t in trajectories]
+    examples = [imitation_example(tokenizer, t, narrative) for t in trajectories]
     kept = [ex for ex in examples if len(ex) <= max_tokens]
     return kept, len(examples) - len(kept)
 
@@ -54,10 +56,11 @@ def run_imitation(req: ImitationJobOptions, *, console: Console | None = None, p
     options, out = req.options, Path(req.out)
     files = [trajectory_file(p) for p in req.data]
     trajectories = load_training_trajectories(files)  # bad data fails before the model loads
+    style = narrative_style(trajectories, ", ".join(str(f) for f in files))
     if (finished := already_trained(out, console)) is not None:
         return finished
     with training_model(out, req.model, options, progress) as (model, tokenizer, source, options, device):
-        examples, dropped = build_examples(tokenizer, trajectories, options.max_tokens)
+        examples, dropped = build_examples(tokenizer, trajectories, options.max_tokens, training_narrative(tokenizer, style))
         if not examples:
             raise DataError(str(files[0]), f"every trajectory is longer than --max-tokens {options.max_tokens}")
         if dropped:
@@ -78,7 +81,7 @@ def run_imitation(req: ImitationJobOptions, *, console: Console | None = None, p
             "lr": lr,
             "lr_schedule": schedule_meta(options, lr, steps),
         }
-        return finish(model, tokenizer, out, options, records, meta)
+        return finish(model, tokenizer, out, options, records, meta, {"shots": 0, "style": style})
 
 
 JOBS.add("train imitation", run_imitation, ImitationJobOptions,

@@ -52,8 +52,8 @@ from dynrag.io.files import atomic_write_json, read_json
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.io.lock import DirectoryLock
 from dynrag.lm.base import LanguageModel
-from dynrag.methods.deeprag.narrative import Narrative, NarrativeStep, load_exemplars, trained_prompt_shots
-from dynrag.methods.deeprag.writer import NarrativeWriter
+from dynrag.methods.deeprag.narrative import NARRATIVE_STYLES, NarrativeStep, load_exemplars
+from dynrag.methods.deeprag.writer import NarrativeWriter, narrative_for
 from dynrag.retrieval.base import Retriever
 from dynrag.io.files import file_sha256
 from dynrag.run.checks import check_aliases, check_data_file, corpus_identity
@@ -64,7 +64,7 @@ SELECTION = ("skip", "limit")
 MANIFEST = "manifest.json"
 KEEP = ("path", "siblings", "all-correct")
 # What a manifest written before these keys existed meant: the cheapest narrative alone.
-OLD_DEFAULTS = {"select": "min", "seed": None, "keep": "path", "max_retrievals": None}
+OLD_DEFAULTS = {"select": "min", "seed": None, "keep": "path", "max_retrievals": None, "narrative": None}
 
 
 class SynthJobOptions(QuestionsGroup, SearchGroup, ModelGroup, OutputGroup):
@@ -78,6 +78,7 @@ class SynthJobOptions(QuestionsGroup, SearchGroup, ModelGroup, OutputGroup):
     k: int = Field(3, description="passages per retrieval")
     match: str = Field("em", description="em or f1:T")
     shots: int | None = Field(None, description="worked examples in the target's prompt (None: as for the method)")
+    narrative: str | None = Field(None, description="plain | chat: the target's prompt style (None: as for the method)")
     select: str = Field("min", description="min | max | random: which correct narrative a trajectory holds")
     seed: int = Field(0, description="the draw of select=random")
     keep: str = Field("path", description="path | siblings | all-correct: what else a trajectory stores")
@@ -102,6 +103,8 @@ def resolve_config(req: SynthJobOptions) -> dict[str, Any]:
         raise ConfigError(f"--skip must be 0 or more (got {req.skip})")
     if req.k < 1:
         raise ConfigError(f"--k must be at least 1 (got {req.k})")
+    if req.narrative is not None and req.narrative not in NARRATIVE_STYLES:
+        raise ConfigError(f"--narrative {req.narrative!r}: choose one of {', '.join(NARRATIVE_STYLES)}")
     if req.shots is not None and not 0 <= req.shots <= len(load_exemplars()):
         raise ConfigError(f"--shots must be between 0 and {len(load_exemplars())} (got {req.shots})")
     # The checks `dynrag eval` plans with: aliases, retriever options, corpus identity, data file, model.
@@ -128,6 +131,7 @@ def resolve_config(req: SynthJobOptions) -> dict[str, Any]:
         "k": req.k,
         "match": str(match),
         "shots": req.shots,
+        "narrative": req.narrative,
         "corpus": corpus,
         "corpus_sha256": corpus_sha,
         "retriever": retriever_plan.name,
@@ -230,11 +234,8 @@ def select_examples(req: SynthJobOptions, config: dict[str, Any], console: Conso
     return examples
 
 
-def writer_for(lm: LanguageModel, shots: int | None) -> NarrativeWriter:
-    if shots is None:
-        trained = trained_prompt_shots(lm.name)
-        shots = len(load_exemplars()) if trained is None else trained
-    return NarrativeWriter(lm, Narrative(shots=shots))
+def writer_for(lm: LanguageModel, shots: int | None, style: str | None = None) -> NarrativeWriter:
+    return NarrativeWriter(lm, narrative_for(lm, shots, style))  # type: ignore[arg-type]
 
 
 @dataclass
@@ -281,7 +282,8 @@ def run_synth(req: SynthJobOptions, *, console: Console | None = None, progress:
             models = models or load_models(config, examples, out, console, progress)
             if req.batch > 1:
                 models = batched_models(models, req.batch)
-            _search_all(config, todo, len(examples), len(done_ids), models, out, console, progress, req.batch)
+            styles = {r.get("narrative", "plain") for r in done if "steps" in r}
+            _search_all(config, todo, len(examples), len(done_ids), models, out, console, progress, req.batch, styles)
         return write_summary(out, config, examples)
 
 
@@ -294,8 +296,11 @@ def batched_models(models: Models, batch: int) -> Models:
 
 
 def _search_all(config, todo, total, already, models: Models, out: Path, console: Console, progress: bool,
-                batch: int = 1) -> None:
-    target = writer_for(models.target, config["shots"])
+                batch: int = 1, styles_written: set[str] = frozenset()) -> None:
+    target = writer_for(models.target, config["shots"], config["narrative"])
+    if styles_written - {target.narrative.style}:
+        raise ConfigError(f"{out} holds {', '.join(sorted(styles_written))} narratives, and {config['model']} is prompted "
+                          f"in the {target.narrative.style} style; resume with the same --narrative or use another --out")
     teacher_writer = writer_for(models.teacher, None) if models.teacher is not None else target
     teacher = open_teacher(config["teacher"], target, teacher_writer)
     limits = search_limits(config)
@@ -350,6 +355,7 @@ def _found_record(config, ex: QAExample, expander: QuestionExpander, result, sta
         record["correct"] = [{"steps": [s.to_dict() for s in path], "final_answer": answer}
                              for path, answer in result.correct]
     record["select"] = config["select"]
+    record["narrative"] = expander.target.narrative.style
     if whole_tree:
         record["correct_paths"], record["complete"] = len(result.correct), result.complete
     return record

@@ -23,7 +23,7 @@ from typing import Any
 from dynrag.corpus.passage import Passage
 from dynrag.errors import DataError, json_problem
 from dynrag.io.jsonl import read_jsonl
-from dynrag.methods.deeprag.narrative import NarrativeStep
+from dynrag.methods.deeprag.narrative import NARRATIVE_STYLES, NarrativeStep, NarrativeStyle
 
 TRAJECTORY_FORMAT = "dynrag-trajectory/1"
 TRAJECTORIES, SKIPPED = "trajectories.jsonl", "skipped.jsonl"
@@ -37,6 +37,7 @@ class Trajectory:
     final_answer: str
     others: tuple[NarrativeStep, ...] = ()  # per step, the decision not taken (keep=siblings)
     correct: tuple[tuple[tuple[NarrativeStep, ...], str], ...] = ()  # every correct narrative (keep=all-correct)
+    narrative: NarrativeStyle = "plain"  # the prompt style it was searched in; training must use the same
 
     @property
     def retrievals(self) -> int:
@@ -79,12 +80,15 @@ def parse_trajectory(record: Any) -> Trajectory:
     others = tuple(_step(s["other"], f"steps[{i}].other.") for i, s in enumerate(record["steps"]) if "other" in s)
     if others and len(others) != len(steps):
         raise ValueError("'other' must be given for every step or for none")
+    style = record.get("narrative", "plain")  # records written before styles existed are plain
+    if style not in NARRATIVE_STYLES:
+        raise ValueError(f"'narrative' must be one of {', '.join(NARRATIVE_STYLES)} (got {style!r})")
     correct = []
     for i, c in enumerate(record.get("correct", [])):
         if not isinstance(c, dict):
             raise ValueError(f"correct[{i}] must be an object")
         correct.append((parse_steps(c.get("steps"), f"correct[{i}]."), _string(c, "final_answer", f"correct[{i}].")))
-    return Trajectory(qid, question, steps, final, others, tuple(correct))
+    return Trajectory(qid, question, steps, final, others, tuple(correct), style)
 
 
 def parse_steps(raw_steps: Any, where: str) -> tuple[NarrativeStep, ...]:

@@ -25,10 +25,8 @@ from dynrag.methods.deeprag.narrative import (
     Narrative,
     NarrativeStep,
     final_line,
-    load_exemplars,
-    trained_prompt_shots,
 )
-from dynrag.methods.deeprag.writer import NarrativeWriter
+from dynrag.methods.deeprag.writer import NarrativeWriter, narrative_for
 from dynrag.methods.direct import require_question
 from dynrag.methods.prompting import PromptBuilder
 from dynrag.retrieval.base import Hit, Retriever
@@ -48,6 +46,9 @@ class DeepRagOptions(ChainOptions):
     shots: int | None = Field(
         None, ge=0, description="worked examples in the prompt; default: 0 for a dynrag-trained checkpoint, else all"
     )
+    narrative: Literal["plain", "chat"] | None = Field(
+        None, description="plain: the narrative as plain text; chat: inside the model's chat template; "
+        "default: as a dynrag-trained checkpoint was trained, else plain")
     max_subquery_tokens: int = Field(40, ge=4, description="longest sub-question line")
     max_answer_tokens: int = Field(32, ge=2, description="longest intermediate or final answer")
 
@@ -72,12 +73,8 @@ class DeepRag(RetrievingMethod):
         super().__init__(lm, builder, options, retriever)
         if options.decision == "margin":
             require(lm, "next_token_logprobs", needed_by="deeprag with decision=margin", instead="use decision=generate")
-        shots = options.shots
-        if shots is None:
-            trained = trained_prompt_shots(lm.name)
-            shots = len(load_exemplars()) if trained is None else trained
-        narrative = Narrative(shots=min(shots, len(load_exemplars())))
-        self.writer = NarrativeWriter(lm, narrative, options.max_subquery_tokens, options.max_answer_tokens)
+        self.writer = NarrativeWriter(lm, narrative_for(lm, options.shots, options.narrative), options.max_subquery_tokens,
+                                      options.max_answer_tokens)
 
     @property
     def narrative(self) -> Narrative:
@@ -92,7 +89,8 @@ class DeepRag(RetrievingMethod):
         question = require_question(question)
         started = time.perf_counter()
         opts = self.options
-        trace = Trace(question, self.name, self.lm.name, {**opts.model_dump(), "shots": self.narrative.shots})
+        trace = Trace(question, self.name, self.lm.name,
+                      {**opts.model_dump(), "shots": self.narrative.shots, "narrative": self.narrative.style})
         run = _Run(self, question, trace)
         # Query classification (when on) decides once: a question it says needs none never retrieves.
         run.may_retrieve = self.chain.needs_retrieval(question, trace)

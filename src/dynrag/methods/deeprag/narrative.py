@@ -33,6 +33,7 @@ from typing import Any, Iterable, Literal
 from dynrag.corpus.passage import Passage
 from dynrag.data import data_path
 from dynrag.lm.base import Prompt
+from dynrag.lm.chat import ChatFrame
 from dynrag.lm.lineage import checkpoint_meta
 from dynrag.methods.prompting import extract_answer
 
@@ -131,16 +132,29 @@ def add_step(prompt: Prompt, step: NarrativeStep) -> Prompt:
     return prompt.add(ANSWER_SEG, f"{ANSWER} {' '.join(step.answer.split())}\n")
 
 
+NarrativeStyle = Literal["plain", "chat"]
+NARRATIVE_STYLES: tuple[NarrativeStyle, ...] = ("plain", "chat")
+
+
 @dataclass
 class Narrative:
-    """Builds prompts: instruction, `shots` exemplars (a reusable prefix), question, steps so far."""
+    """Builds prompts: instruction, `shots` exemplars (a reusable prefix), question, steps so far.
+
+    With a chat ``frame`` the instruction is the system message, the exemplars and the question
+    the user message, and the narrative is written in the assistant's open turn: an instruct model
+    reads passages far better inside its own template (docs/deeprag.md, "Chat-framed narratives")."""
 
     shots: int = 4
     exemplars: tuple[Exemplar, ...] = field(default_factory=load_exemplars)
+    frame: ChatFrame | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.shots <= len(self.exemplars):
             raise ValueError(f"shots must be between 0 and {len(self.exemplars)}")
+
+    @property
+    def style(self) -> NarrativeStyle:
+        return "plain" if self.frame is None else "chat"
 
     def exemplar_text(self) -> str:
         parts = []
@@ -153,11 +167,14 @@ class Narrative:
 
     def prompt(self, question: str, steps: Iterable[NarrativeStep] = ()) -> Prompt:
         """Everything up to the next line the model writes (a sub-question or the final answer)."""
-        prompt = Prompt().add(INSTRUCTION_SEG, INSTRUCTION + "\n\n")
+        frame = self.frame
+        question_line = f"Question: {' '.join(question.split())}"
+        prompt = Prompt().add(INSTRUCTION_SEG, INSTRUCTION + "\n\n" if frame is None
+                              else frame.head + INSTRUCTION + frame.between)
         if self.shots:
             prompt.add(EXEMPLARS_SEG, self.exemplar_text())
         prompt.mark_reusable_prefix()
-        prompt.add(QUESTION_SEG, f"Question: {' '.join(question.split())}\n")
+        prompt.add(QUESTION_SEG, question_line + "\n" if frame is None else question_line + frame.tail)
         for step in steps:
             add_step(prompt, step)
         return prompt
@@ -193,6 +210,16 @@ def clean_answer(text: str) -> str:
     for label in (SUBQUERY, RETRIEVE):
         line = line.split(label, 1)[0]
     return line.strip()
+
+
+def trained_prompt_style(model_name: str) -> NarrativeStyle | None:
+    """The narrative style a dynrag-trained checkpoint was trained in; "plain" for one trained
+    before styles were recorded; None for any other model."""
+    data = checkpoint_meta(model_name)
+    if not data:
+        return None
+    style = data.get("prompt", {}).get("style", "plain")
+    return style if style in NARRATIVE_STYLES else "plain"
 
 
 def trained_prompt_shots(model_name: str) -> int | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from dynrag.corpus.passage import Passage
+from dynrag.errors import ConfigError
 from dynrag.lm.base import Generation, LanguageModel
 from dynrag.methods.deeprag.decision import marker_margin
 from dynrag.methods.deeprag.fit import fit_to_window
@@ -19,7 +20,11 @@ from dynrag.methods.deeprag.narrative import (
     FINAL,
     Narrative,
     NarrativeStep,
+    NarrativeStyle,
     add_answer_label,
+    load_exemplars,
+    trained_prompt_shots,
+    trained_prompt_style,
     add_retrieval,
     add_subquery,
     clean_answer,
@@ -28,6 +33,21 @@ from dynrag.methods.deeprag.narrative import (
 )
 
 LINE_END = ("\n",)
+
+
+def narrative_for(lm: LanguageModel, shots: int | None = None, style: NarrativeStyle | None = None) -> Narrative:
+    """How ``lm`` is prompted: a dynrag-trained checkpoint as it was trained (no worked examples,
+    its recorded style); any other model with every worked example, as plain text. ``style`` chat
+    asks for the model's own chat template around the narrative (docs/deeprag.md)."""
+    trained_shots, trained_style = trained_prompt_shots(lm.name), trained_prompt_style(lm.name)
+    if shots is None:
+        shots = len(load_exemplars()) if trained_shots is None else trained_shots
+    style = style or trained_style or "plain"
+    frame = getattr(lm, "chat_frame", None) if style == "chat" else None
+    if style == "chat" and frame is None:
+        why = "was trained on chat-framed narratives" if trained_style == "chat" else "is asked for a chat-framed narrative"
+        raise ConfigError(f"model {lm.name!r} {why}, but it has no chat template")
+    return Narrative(shots=min(shots, len(load_exemplars())), frame=frame)
 
 
 @dataclass
