@@ -7,14 +7,12 @@ end-of-sequence token (learned).
 
 from __future__ import annotations
 
-from typing import Any
-
-from typing import Sequence
+from typing import Any, Sequence
 
 from dynrag.deeprag.trajectory import Trajectory
 from dynrag.errors import ConfigError, DataError
 from dynrag.lm.base import Prompt
-from dynrag.lm.chat import frame_from, tokenizer_renderer
+from dynrag.lm.chat import tokenizer_frame
 from dynrag.methods.deeprag.narrative import FINAL_SEG, Narrative, NarrativeStyle, final_line
 from dynrag.training.examples import TrainExample, masked_tokens
 
@@ -32,11 +30,10 @@ def training_narrative(tokenizer: Any, style: NarrativeStyle) -> Narrative:
     inside the trained model's own template, as inference will frame it)."""
     if style == "plain":
         return Narrative(shots=0)
-    render = tokenizer_renderer(tokenizer)
-    frame = frame_from(render) if render is not None else None
+    frame = tokenizer_frame(tokenizer)
     if frame is None:
         raise ConfigError("the trajectories were searched inside a chat template, and the model to train has none; "
-                          "train a model with one, or search again with ?prompt=plain")
+                          "train a model with one, or search again with --narrative plain")
     return Narrative(shots=0, frame=frame)
 
 

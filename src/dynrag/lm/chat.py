@@ -81,6 +81,12 @@ def tokenizer_renderer(tokenizer) -> Callable[[Messages], str] | None:
     return lambda messages: tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
+def tokenizer_frame(tokenizer) -> ChatFrame | None:
+    """The frame of a transformers tokenizer's own chat template, or None when it has none."""
+    render = tokenizer_renderer(tokenizer)
+    return frame_from(render) if render is not None else None
+
+
 def choose_style(asked: str, preferred: PromptStyle, frame: ChatFrame | None) -> PromptStyle:
     """The style a model is prompted in: what ``?prompt=`` asked, else (``auto``) the model's own
     preference (a bundled model's measured one, ``chat`` for any other model with a template);

@@ -13,7 +13,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from dynrag.lm.base import Capabilities, Generation, HiddenSamples, KVReuseMode, PrefillCounts, Prompt
 from dynrag.lm.capture import install_recorder
-from dynrag.lm.chat import PromptStyle, choose_style, frame_from, tokenizer_renderer
+from dynrag.lm.chat import PromptStyle, choose_style, tokenizer_frame
 from dynrag.lm.kv_reuse import KVReuse, croppable, drop_last
 from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS, lookup_draft
 from dynrag.lm.row_decode import RowDecoder, Sampling, TokenSampler
@@ -43,8 +43,7 @@ class HFLanguageModel:
         self.tokenizer = tokenizer
         self.name = name
         # How prompt builders lay out this model's prompts (lm/chat.py): plain text or its chat template.
-        renderer = tokenizer_renderer(tokenizer)
-        self.chat_frame = frame_from(renderer) if renderer else None
+        self.chat_frame = tokenizer_frame(tokenizer)
         self.prompt_style: PromptStyle = choose_style(prompt, preferred_style, self.chat_frame)
         self.context_window = model_context_window(model, tokenizer)
         self._recorder = install_recorder(self.model)

@@ -141,8 +141,8 @@ class Narrative:
     """Builds prompts: instruction, `shots` exemplars (a reusable prefix), question, steps so far.
 
     With a chat ``frame`` the instruction is the system message, the exemplars and the question
-    the user message, and the narrative is written in the assistant's open turn: an instruct model
-    reads passages far better inside its own template (docs/deeprag.md, "Chat-framed narratives")."""
+    the user message, and the narrative is written in the assistant's open turn, where an instruct
+    model reads as every other method prompts it (docs/deeprag.md, "Chat-framed narratives")."""
 
     shots: int = 4
     exemplars: tuple[Exemplar, ...] = field(default_factory=load_exemplars)
@@ -212,20 +212,16 @@ def clean_answer(text: str) -> str:
     return line.strip()
 
 
-def trained_prompt_style(model_name: str) -> NarrativeStyle | None:
-    """The narrative style a dynrag-trained checkpoint was trained in; "plain" for one trained
-    before styles were recorded; None for any other model."""
+def trained_prompt(model_name: str) -> tuple[int | None, NarrativeStyle | None]:
+    """(worked examples, narrative style) a dynrag-trained checkpoint (`hf:DIR` holding
+    deeprag.json) was trained with, read once; style "plain" for one trained before styles were
+    recorded. (None, None) for any other model."""
     data = checkpoint_meta(model_name)
     if not data:
-        return None
-    style = data.get("prompt", {}).get("style", "plain")
-    return style if style in NARRATIVE_STYLES else "plain"
-
-
-def trained_prompt_shots(model_name: str) -> int | None:
-    """Exemplar count a dynrag-trained checkpoint was trained with (`hf:DIR` holding deeprag.json)."""
-    data = checkpoint_meta(model_name)
-    shots = data.get("prompt", {}).get("shots") if data else None
-    return shots if isinstance(shots, int) and shots >= 0 else None
+        return None, None
+    prompt = data.get("prompt", {})
+    shots, style = prompt.get("shots"), prompt.get("style", "plain")
+    return (shots if isinstance(shots, int) and shots >= 0 else None,
+            style if style in NARRATIVE_STYLES else "plain")
 
 

@@ -23,8 +23,7 @@ from dynrag.methods.deeprag.narrative import (
     NarrativeStyle,
     add_answer_label,
     load_exemplars,
-    trained_prompt_shots,
-    trained_prompt_style,
+    trained_prompt,
     add_retrieval,
     add_subquery,
     clean_answer,
@@ -39,7 +38,7 @@ def narrative_for(lm: LanguageModel, shots: int | None = None, style: NarrativeS
     """How ``lm`` is prompted: a dynrag-trained checkpoint as it was trained (no worked examples,
     its recorded style); any other model with every worked example, as plain text. ``style`` chat
     asks for the model's own chat template around the narrative (docs/deeprag.md)."""
-    trained_shots, trained_style = trained_prompt_shots(lm.name), trained_prompt_style(lm.name)
+    trained_shots, trained_style = trained_prompt(lm.name)
     if shots is None:
         shots = len(load_exemplars()) if trained_shots is None else trained_shots
     style = style or trained_style or "plain"
