@@ -125,6 +125,27 @@ def test_match_is_normalised_exact_match_or_an_f1_threshold():
     assert f1.kind == "f1" and f1.threshold == 0.7 and str(f1) == "f1:0.7"
     # precision 1/2, recall 1: F1 2/3
     assert not f1.correct("Danube river", ["Danube"]) and Match.parse("f1:0.6").correct("Danube river", ["Danube"])
-    for bad in ("exact", "f1", "f1:0", "f1:1.5", "f1:x"):
+    for bad in ("exact", "f1", "f1:0", "f1:1.5", "f1:x", "contain"):
         with pytest.raises(ConfigError, match="--match"):
             Match.parse(bad)
+
+
+def test_contains_matches_whole_words_either_way_and_names_the_gold_it_matched():
+    contains = Match.parse("contains")
+    assert str(contains) == "contains" and contains.keeps_gold and not Match.parse("em").keeps_gold
+    # the gold inside a sentence, and a fragment of a gold answer: both right, as the authors judge
+    sentence = "Berthe di Vito-Delvaux was born on May 17, 1915"
+    assert contains.matched_gold(sentence, ["Berthe Di Vito-Delvaux"]) == "Berthe Di Vito-Delvaux"
+    assert contains.matched_gold("1810", ["19 July 1810"]) == "19 July 1810"
+    assert contains.matched_gold("The Danube.", ["Rhine", "Danube"]) == "Danube"  # the alias it matched
+    # whole words only: characters inside a word are not a match ("no" in "norway")
+    assert contains.matched_gold("no", ["Norway"]) is None
+    assert contains.matched_gold("Norwegian coast", ["Norway"]) is None
+    assert contains.matched_gold("Jorge Guerrero", ["Berthe Di Vito-Delvaux"]) is None
+    # empty and article-only answers are never right; yes/no datasets read the leading yes or no first
+    assert contains.matched_gold("The", ["the Danube"]) is None and contains.matched_gold("", ["x"]) is None
+    assert contains.matched_gold("Yes, both are American.", ["yes"], yes_no_dataset=True) == "yes"
+    assert contains.matched_gold("No, not at all", ["yes"], yes_no_dataset=True) is None
+    # em and f1 name the gold they matched too
+    assert Match.parse("em").matched_gold("danube", ["Rhine", "The Danube"]) == "The Danube"
+    assert Match.parse("f1:0.6").matched_gold("Danube river", ["Rhine", "Danube"]) == "Danube"

@@ -74,7 +74,7 @@ def bench(tmp_path):
 
 
 def request(tmp_path, data, **kw):
-    return SynthJobOptions(dataset="2wikimultihopqa", data=data, out=tmp_path / "synth", **{"teacher": "dataset", **kw})
+    return SynthJobOptions(dataset="2wikimultihopqa", data=data, **{"out": tmp_path / "synth", "teacher": "dataset", **kw})
 
 
 def test_dataset_teacher_finds_the_cheapest_correct_narratives(tmp_path, bench):
@@ -160,6 +160,38 @@ def test_target_model_as_teacher_writes_subquestions_and_its_final_line_is_reuse
     assert [s.retrieve for s in t.steps] == [True, True]
     # the final answer came with the teacher's own final line: no prompt ever ended with the phrase
     assert not any(p.endswith(FINAL) for p in lm.prompts)
+
+
+def test_a_hop_reader_writes_retrieved_answers_and_contains_saves_the_gold_final_answer(tmp_path, bench):
+    data, index = bench
+    records = [wiki_record(i) for i in range(2)]
+    reader = knowing_model({})  # reads passages well
+
+    def target_reply(text):  # knows nothing, reads nothing, and answers in whole sentences
+        if text.endswith(FINAL):
+            answers = re.findall(rf"^{ANSWER} (.*)$", own_part(text), flags=re.M)
+            return f" I think it is {answers[-1] if answers else 'nowhere'} for sure."
+        return " Nowhere Town"
+
+    target = ScriptedLM(target_reply)
+    plain = run_synth(request(tmp_path, data, limit=2, max_steps=4, max_nodes=20, out=tmp_path / "em"), progress=False,
+                      models=Models(target, None, index))
+    assert plain["found"] == 0  # alone, the target never reads a hop right
+    summary = run_synth(request(tmp_path, data, limit=2, max_steps=4, max_nodes=20, match="contains",
+                                hop_reader="bundled:qwen2.5-1.5b"),
+                        progress=False, models=Models(target, None, index, hop_reader=reader))
+    assert summary["found"] == 2
+    manifest = json.loads((tmp_path / "synth" / "manifest.json").read_text())
+    assert (manifest["hop_reader"], manifest["match"]) == ("bundled:qwen2.5-1.5b", "contains")
+    lines = read_jsonl(tmp_path / "synth" / "trajectories.jsonl")
+    for line, r in zip(lines, records):
+        assert [s["retrieve"] for s in line["steps"]] == [True, True]
+        assert line["steps"][0]["answer"] == r["evidences"][0][2]  # the hop reader's reading
+        assert line["final_answer"] == r["answer"]  # the gold answer, not the target's sentence
+        assert line["written_final_answer"] == f"I think it is {r['answer']} for sure"  # the final line ends at its full stop
+    # the target wrote no retrieved answer: every prompt it saw that ends a retrieved step is the reader's
+    assert not any(RETRIEVE in p.split(SUBQUERY)[-1] and p.endswith(ANSWER) for p in target.prompts)
+    assert any(p.endswith(ANSWER) for p in reader.prompts)
 
 
 def test_bad_choices_are_named_before_anything_is_loaded(tmp_path, bench):

@@ -34,6 +34,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         corpus: str = corpus_flag("contexts"),
         model: str = model_flag("bundled", role="Target model"),
         teacher: Optional[str] = typer.Option(None, "--teacher", help=f"Who writes sub-questions and retrieved answers: {TEACHER_HELP}."),
+        hop_reader: Optional[str] = typer.Option(None, "--hop-reader", help="A model spec that writes the answers of retrieved steps in the teacher's stead (a stronger reader beside --teacher dataset); default: the teacher."),
         limit: Optional[int] = limit_flag(role="Questions after --skip"),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
         max_subqueries: Optional[int] = typer.Option(None, "--max-subqueries", help="T: most sub-questions in a narrative (default: the dataset's DeepRAG limit, 6 on HotpotQA, 10 elsewhere)."),
@@ -41,7 +42,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         max_retrievals: Optional[int] = typer.Option(None, "--max-retrievals", help="R: most retrievals in a narrative (default: the dataset's DeepRAG limit, 6 on HotpotQA, 10 elsewhere)."),
         max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most tree nodes expanded per question (default: the whole tree for T and R; a smaller budget cuts questions, counted in the summary)."),
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
-        match: str = typer.Option("em", "--match", help="When a final answer is correct: em (normalised exact match) or f1:T."),
+        match: str = typer.Option("em", "--match", help="When a final answer is correct: em (normalised exact match) | contains (a gold answer's words inside the answer's or the reverse, the authors' rule; the trajectory then saves the gold answer) | f1:T."),
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the target's prompt (default: all; 0 for a trained checkpoint)."),
         narrative: Optional[str] = typer.Option(None, "--narrative", help="The target's prompt style: plain | chat (inside its chat template); default: as a trained checkpoint was trained, else plain."),
         select: str = typer.Option("min", "--select", help="Which correct narrative to keep: min (fewest retrievals, the paper's) | max (most) | random (seeded by --seed); max and random search the whole tree."),
@@ -62,7 +63,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
             from dynrag.registry import parse_pairs, split_csv_pairs
 
             req = SynthJobOptions(
-                dataset=dataset, data=data, out=out, corpus=corpus, model=model, teacher=teacher, limit=limit,
+                dataset=dataset, data=data, out=out, corpus=corpus, model=model, teacher=teacher, hop_reader=hop_reader, limit=limit,
                 skip=skip, max_steps=renamed(max_subqueries, max_steps, "--max-subqueries", "--max-steps"), max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots, narrative=narrative,
                 aliases=aliases, skip_bad=skip_bad, retriever=retriever,
                 retriever_options=parse_pairs(split_csv_pairs(retriever_option), flag="--retriever-option"),

@@ -17,7 +17,10 @@ What the authors' released code does differently, and is not copied: both childr
 the depth limit counts only retrievals (here a step limit bounds the tree too); "correct" is substring containment either way (so an empty
 answer matches everything); a failed search is retried with gold supporting sentences; and the
 gold answer is written into the saved trajectory. Here "correct" is normalised exact match with
-any gold answer or alias (or a token-F1 threshold), and nothing gold enters a trajectory.
+any gold answer or alias by default (or a token-F1 threshold), and nothing gold enters a
+trajectory. `Match` kind `contains` is the authors' rule instead, on whole words rather than
+characters (so "no" is not inside "Norway"); with it the trajectory's final answer is the gold
+answer the written one matched (synth.py), as the authors save it.
 """
 
 from __future__ import annotations
@@ -235,29 +238,54 @@ def select_path(candidates: Sequence[tuple[History, str]], select: str, rng: ran
 class Match:
     """How a final answer is judged against the gold answers and aliases."""
 
-    kind: Literal["em", "f1"] = "em"
+    kind: Literal["em", "f1", "contains"] = "em"
     threshold: float = 1.0
 
     @classmethod
     def parse(cls, spec: str) -> "Match":
-        """`em` (normalised exact match) or `f1:T` (token F1 >= T, 0 < T <= 1)."""
+        """`em` (normalised exact match), `f1:T` (token F1 >= T, 0 < T <= 1) or `contains` (a
+        gold answer's words inside the answer's, or the answer's inside a gold answer's)."""
         spec = spec.strip().lower()
-        if spec == "em":
-            return cls()
+        if spec in ("em", "contains"):
+            return cls(spec)  # type: ignore[arg-type]
         m = re.fullmatch(r"f1:([0-9]*\.?[0-9]+)", spec)
         if m and 0.0 < float(m.group(1)) <= 1.0:
             return cls("f1", float(m.group(1)))
-        raise ConfigError(f"--match {spec!r}: expected 'em' or 'f1:T' with 0 < T <= 1 (e.g. f1:0.8)")
+        raise ConfigError(f"--match {spec!r}: expected 'em', 'contains' or 'f1:T' with 0 < T <= 1 (e.g. f1:0.8)")
 
     def __str__(self) -> str:
-        return "em" if self.kind == "em" else f"f1:{self.threshold:g}"
+        return f"f1:{self.threshold:g}" if self.kind == "f1" else self.kind
+
+    @property
+    def keeps_gold(self) -> bool:
+        """Whether a found narrative's final answer is saved as the gold answer it matched: a
+        containment match accepts sentences and fragments, which imitation must not learn."""
+        return self.kind == "contains"
 
     def correct(self, answer: str, golds: Sequence[str], yes_no_dataset: bool = False) -> bool:
+        return self.matched_gold(answer, golds, yes_no_dataset) is not None
+
+    def matched_gold(self, answer: str, golds: Sequence[str], yes_no_dataset: bool = False) -> str | None:
+        """The first gold answer or alias the answer is right by; None when it is wrong."""
         answer = (answer or "").strip()
         if yes_no_dataset:
             answer = yes_no(answer) or answer
         if not normalize_answer(answer):
-            return False  # an empty answer is never right, whatever the gold
-        if self.kind == "em":
-            return exact_match(answer, golds) == 1.0
-        return best_token_scores(answer, golds).f1 >= self.threshold
+            return None  # an empty answer is never right, whatever the gold
+        for gold in golds:
+            if self.kind == "em" and exact_match(answer, [gold]) == 1.0:
+                return gold
+            if self.kind == "f1" and best_token_scores(answer, [gold]).f1 >= self.threshold:
+                return gold
+            if self.kind == "contains" and words_within(answer, gold):
+                return gold
+        return None
+
+
+def words_within(answer: str, gold: str) -> bool:
+    """Whether one text's normalised words appear, in order and adjacent, inside the other's."""
+    a, g = normalize_answer(answer).split(), normalize_answer(gold).split()
+    if not a or not g:
+        return False
+    short, long = (a, g) if len(a) <= len(g) else (g, a)
+    return any(long[i : i + len(short)] == short for i in range(len(long) - len(short) + 1))

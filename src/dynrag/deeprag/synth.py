@@ -39,6 +39,7 @@ from dynrag.deeprag.search import (
     select_path,
     tree_search,
 )
+from dynrag.deeprag.synth_models import Models, load_models, batched_models, writer_for
 from dynrag.deeprag.synth_summary import write_summary
 from dynrag.deeprag.teachers import ModelTeacher, NoDecomposition, Teacher, check_teacher, open_teacher, teacher_kind
 from dynrag.deeprag.trajectory import SKIPPED, TRAJECTORIES, trajectory_record
@@ -47,13 +48,12 @@ from dynrag.eval.execution import in_flight
 from dynrag.datasets.loaders import QAExample, dataset_spec, load_aliases
 from dynrag.io.rundir import config_differences
 from dynrag.lm.loader import resolve_model
-from dynrag.eval.steps import corpus_index, load_questions
+from dynrag.eval.steps import load_questions
 from dynrag.io.files import atomic_write_json, read_json
 from dynrag.io.jsonl import JsonlAppender, read_jsonl
 from dynrag.io.lock import DirectoryLock
-from dynrag.lm.base import LanguageModel
 from dynrag.methods.deeprag.narrative import NARRATIVE_STYLES, NarrativeStep, load_exemplars
-from dynrag.methods.deeprag.writer import NarrativeWriter, narrative_for
+from dynrag.methods.deeprag.writer import NarrativeWriter
 from dynrag.retrieval.base import Retriever
 from dynrag.io.files import file_sha256
 from dynrag.run.checks import check_aliases, check_data_file, corpus_identity
@@ -64,7 +64,7 @@ SELECTION = ("skip", "limit")
 MANIFEST = "manifest.json"
 KEEP = ("path", "siblings", "all-correct")
 # What a manifest written before these keys existed meant: the cheapest narrative alone.
-OLD_DEFAULTS = {"select": "min", "seed": None, "keep": "path", "max_retrievals": None, "narrative": None}
+OLD_DEFAULTS = {"select": "min", "seed": None, "keep": "path", "max_retrievals": None, "narrative": None, "hop_reader": None}
 
 
 class SynthJobOptions(QuestionsGroup, SearchGroup, ModelGroup, OutputGroup):
@@ -72,11 +72,12 @@ class SynthJobOptions(QuestionsGroup, SearchGroup, ModelGroup, OutputGroup):
     search's own."""
 
     teacher: str | None = Field(None, description="target | dataset | a model spec")
+    hop_reader: str | None = Field(None, description="a model spec that writes retrieved steps' answers (None: the teacher)")
     max_steps: int | None = Field(None, description="T, most sub-questions; None: the dataset's DeepRAG limit")
     max_retrievals: int | None = Field(None, description="R, most retrievals; None: the dataset's DeepRAG limit")
     max_nodes: int | None = Field(None, description="most nodes expanded; None: the whole tree (the paper has no cap)")
     k: int = Field(3, description="passages per retrieval")
-    match: str = Field("em", description="em or f1:T")
+    match: str = Field("em", description="em, contains or f1:T")
     shots: int | None = Field(None, description="worked examples in the target's prompt (None: as for the method)")
     narrative: str | None = Field(None, description="plain | chat: the target's prompt style (None: as for the method)")
     select: str = Field("min", description="min | max | random: which correct narrative a trajectory holds")
@@ -125,6 +126,7 @@ def resolve_config(req: SynthJobOptions) -> dict[str, Any]:
         "limit": req.limit,
         "model": model,
         "teacher": resolve_model(teacher) if teacher_kind(teacher) == "model" else teacher,
+        "hop_reader": resolve_model(req.hop_reader) if req.hop_reader else None,
         "max_steps": limits.max_steps,
         "max_retrievals": limits.max_retrievals,
         "max_nodes": limits.max_nodes,
@@ -182,6 +184,7 @@ class QuestionExpander:
     k: int
     match: Match
     yes_no: bool
+    hop_reader: NarrativeWriter | None = None  # writes retrieved steps' answers in the teacher's stead
     generations: int = 0
     _final_hints: dict[History, str] = field(default_factory=dict)
     _answers: dict[tuple[History, str, bool], NarrativeStep] = field(default_factory=dict)
@@ -211,7 +214,11 @@ class QuestionExpander:
             return NarrativeStep(subquery, False, self.target.answer(self.example.question, history, subquery, None)[0])
         hits = self.retriever.search(subquery, self.k)
         passages = tuple(Passage(h.id, h.title, h.text) for h in hits)
-        return NarrativeStep(subquery, True, self.teacher.retrieved_answer(self.example, history, subquery, passages), passages)
+        if self.hop_reader is not None:
+            answer = self.hop_reader.answer(self.example.question, history, subquery, passages)[0]
+        else:
+            answer = self.teacher.retrieved_answer(self.example, history, subquery, passages)
+        return NarrativeStep(subquery, True, answer, passages)
 
     def final_answer(self, history: History) -> str:
         hint = self._final_hints.pop(history, None)
@@ -223,6 +230,12 @@ class QuestionExpander:
     def is_correct(self, answer: str) -> bool:
         return self.match.correct(answer, self.example.answers, self.yes_no)
 
+    def saved_final(self, answer: str) -> str:
+        """The final answer a trajectory holds: as written, or the gold one it matched."""
+        if not self.match.keeps_gold:
+            return answer
+        return self.match.matched_gold(answer, self.example.answers, self.yes_no) or answer
+
 
 def select_examples(req: SynthJobOptions, config: dict[str, Any], console: Console) -> list[QAExample]:
     aliases = load_aliases(Path(req.aliases)) if req.aliases else None
@@ -232,35 +245,6 @@ def select_examples(req: SynthJobOptions, config: dict[str, Any], console: Conso
     if not examples:
         raise DataError(str(req.data), f"no questions to search (after --skip {req.skip})")
     return examples
-
-
-def writer_for(lm: LanguageModel, shots: int | None, style: str | None = None) -> NarrativeWriter:
-    return NarrativeWriter(lm, narrative_for(lm, shots, style))  # type: ignore[arg-type]
-
-
-@dataclass
-class Models:
-    """What a synthesis needs loaded; tests pass their own."""
-
-    target: LanguageModel
-    teacher: LanguageModel | None
-    retriever: Retriever
-
-
-def load_models(config: dict[str, Any], examples: list[QAExample], out: Path, console: Console, progress: bool) -> Models:
-    from dynrag.lm import load_lm
-    from dynrag.run.assemble import open_plan_retriever
-    from dynrag.run.plan import search_retriever
-
-    index_dir = corpus_index(config["corpus"], out, examples, console, progress)
-    choice = search_retriever(config["retriever"], config["retriever_options"])
-    retriever = open_plan_retriever(choice, index_dir, work_dir=out, progress=progress)
-    teacher = None
-    if teacher_kind(config["teacher"]) == "model" and config["teacher"] != config["model"]:
-        console.print(f"loading teacher {config['teacher']} ...")
-        teacher = load_lm(config["teacher"], progress=progress)
-    console.print(f"loading target {config['model']} ...")
-    return Models(load_lm(config["model"], progress=progress), teacher, retriever)
 
 
 def run_synth(req: SynthJobOptions, *, console: Console | None = None, progress: bool = True,
@@ -287,14 +271,6 @@ def run_synth(req: SynthJobOptions, *, console: Console | None = None, progress:
         return write_summary(out, config, examples)
 
 
-def batched_models(models: Models, batch: int) -> Models:
-    """The models behind batching engines, so ``batch`` questions can be searched at once."""
-    from dynrag.lm.batching import BatchingLM
-
-    teacher = BatchingLM(models.teacher, max_rows=batch) if models.teacher is not None else None
-    return Models(BatchingLM(models.target, max_rows=batch), teacher, models.retriever)
-
-
 def _search_all(config, todo, total, already, models: Models, out: Path, console: Console, progress: bool,
                 batch: int = 1, styles_written: set[str] = frozenset()) -> None:
     target = writer_for(models.target, config["shots"], config["narrative"])
@@ -303,6 +279,9 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
                           f"in the {target.narrative.style} style; resume with the same --narrative or use another --out")
     teacher_writer = writer_for(models.teacher, None) if models.teacher is not None else target
     teacher = open_teacher(config["teacher"], target, teacher_writer)
+    hop_reader = None
+    if models.hop_reader is not None:
+        hop_reader = target if models.hop_reader is models.target else writer_for(models.hop_reader, None)
     limits = search_limits(config)
     match, yes_no = Match.parse(config["match"]), dataset_spec(config["dataset"]).yes_no
     if not limits.exhaustive:
@@ -315,7 +294,7 @@ def _search_all(config, todo, total, already, models: Models, out: Path, console
             progress_bar("synth", total, already, console, progress, unit="questions") as bar:
         def search(ex: QAExample) -> tuple[bool, dict[str, Any], str]:
             started = time.perf_counter()
-            expander = QuestionExpander(ex, target, teacher, models.retriever, config["k"], match, yes_no)
+            expander = QuestionExpander(ex, target, teacher, models.retriever, config["k"], match, yes_no, hop_reader)
             try:
                 result = tree_search(expander, limits, collect_all=whole_tree)
             except NoDecomposition:
@@ -347,8 +326,11 @@ def _found_record(config, ex: QAExample, expander: QuestionExpander, result, sta
     rng = random.Random(f"{config['seed']}:{ex.id}") if config["select"] == "random" else None
     steps, final = result.correct[select_path(result.correct, config["select"], rng)]
     others = expander.siblings(steps) if config["keep"] == "siblings" else None
-    record = trajectory_record(ex.id, config["dataset"], ex.question, steps, final, result.tree_counts(),
+    saved = expander.saved_final(final)
+    record = trajectory_record(ex.id, config["dataset"], ex.question, steps, saved, result.tree_counts(),
                                expander.generations, time.perf_counter() - started)
+    if saved != final:
+        record["written_final_answer"] = final
     for step, other in zip(record["steps"], others or ()):
         step["other"] = other.to_dict()
     if config["keep"] == "all-correct":
