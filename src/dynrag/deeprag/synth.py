@@ -334,7 +334,7 @@ def _found_record(config, ex: QAExample, expander: QuestionExpander, result, sta
     for step, other in zip(record["steps"], others or ()):
         step["other"] = other.to_dict()
     if config["keep"] == "all-correct":
-        record["correct"] = [{"steps": [s.to_dict() for s in path], "final_answer": answer}
+        record["correct"] = [{"steps": [s.to_dict() for s in path], "final_answer": expander.saved_final(answer)}
                              for path, answer in result.correct]
     record["select"] = config["select"]
     record["narrative"] = expander.target.narrative.style

@@ -74,13 +74,14 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
         out: Path = typer.Option(..., "--out", help="Output HF directory (resumed when a run was interrupted)."),
         corpus: str = corpus_flag("contexts"),
         teacher: Optional[str] = typer.Option(None, "--teacher", help="target (default) | dataset | a model spec, as for synth."),
+        hop_reader: Optional[str] = typer.Option(None, "--hop-reader", help="A model spec that writes retrieved steps' answers, as for synth (default: the teacher)."),
         limit: Optional[int] = limit_flag(role="Questions after --skip"),
         skip: int = typer.Option(0, "--skip", help="Leave out the first N questions of the file."),
         max_steps_search: Optional[int] = typer.Option(None, "--max-subqueries", help="T of the search: most sub-questions (default: the dataset's DeepRAG limit)."),
         max_retrievals: Optional[int] = typer.Option(None, "--max-retrievals", help="R of the search: most retrievals (default: the dataset's DeepRAG limit)."),
         max_nodes: Optional[int] = typer.Option(None, "--max-nodes", help="Most tree nodes expanded per question (default: the whole tree for T and R)."),
         k: int = typer.Option(3, "--k", help="Passages per retrieval."),
-        match: str = typer.Option("em", "--match", help="em | f1:T"),
+        match: str = typer.Option("em", "--match", help="em | contains | f1:T, as for synth"),
         shots: Optional[int] = typer.Option(None, "--shots", help="Worked examples in the stage-I model's search prompt (default 0: as it was trained; more can help a model trained on little data)."),
         pairs: str = typer.Option("optimal", "--pairs", help="Preference pairs: optimal (per step of the optimal narrative, marker against marker; default) | response (whole responses per step) | all-nodes (every rankable node of the tree) | sentence-order (whole narratives, fewer retrievals chosen). docs/deeprag.md."),
         beta: float = typer.Option(0.4, "--beta", help="DPO beta."),
@@ -109,7 +110,7 @@ def register_train(train: typer.Typer, user_errors: Callable[[], ContextManager[
             options = train_options(option, "calibration", method=method, lr=lr, epochs=epochs, max_steps=max_steps,
                                     schedule=schedule, warmup_ratio=warmup_ratio, batch_size=batch_size,
                                     save_every=save_every, threads=threads)
-            search = SynthJobOptions(dataset=dataset, data=data, out=out / "synth", corpus=corpus, model=model, teacher=teacher,
+            search = SynthJobOptions(dataset=dataset, data=data, out=out / "synth", corpus=corpus, model=model, teacher=teacher, hop_reader=hop_reader,
                                   limit=limit, skip=skip, max_steps=max_steps_search, max_retrievals=max_retrievals, max_nodes=max_nodes, k=k, match=match, shots=shots,
                                   aliases=aliases, skip_bad=skip_bad, retriever=retriever)
             request = CalibrationJobOptions(synth=search, out=out, beta=beta, heldout=heldout, options=options, pairs=pairs)
