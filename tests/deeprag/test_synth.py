@@ -96,6 +96,8 @@ def test_dataset_teacher_finds_the_cheapest_correct_narratives(tmp_path, bench):
         assert all(p.text for s in t.steps if s.retrieve for p in s.passages)
     assert summary["retrievals_on_optimal_path"] == pytest.approx(1.5)
     assert summary["retrievals_histogram"] == {"1": 3, "2": 3}
+    assert summary["steps_histogram"] == {"2": 6} and summary["share_two_or_more_steps"] == 1.0
+    assert summary["by_gold_hops"] == {"2": {"searched": 6, "found": 6}}
     line = json.loads((tmp_path / "synth" / "trajectories.jsonl").read_text().splitlines()[0])
     assert set(line) == {"format", "id", "dataset", "question", "steps", "final_answer", "retrievals", "tree",
                          "generations", "seconds", "select", "narrative"}
@@ -131,6 +133,8 @@ def test_questions_without_a_correct_narrative_are_counted_and_not_searched_agai
     assert "--max-nodes 5 is below the whole tree for T = 10, R = 10 (2047 nodes)" in said.getvalue()  # 2Wiki's limits
     assert summary["found"] == 0 and summary["share_found"] == 0.0
     assert summary["skipped"] == {"node_limit": 6}
+    assert summary["by_gold_hops"] == {"2": {"searched": 6, "found": 0}} and summary["steps_histogram"] == {}
+    assert summary["share_two_or_more_steps"] is None  # no narrative found: no share to give
     skipped = read_jsonl(tmp_path / "synth" / "skipped.jsonl")
     assert [r["id"] for r in skipped] == [f"q{i}" for i in range(6)]
     assert all(r["tree"]["expanded"] == 5 for r in skipped)
@@ -228,3 +232,15 @@ def test_the_default_budget_is_the_whole_tree_and_says_nothing(tmp_path, bench):
     manifest = json.loads((tmp_path / "synth" / "manifest.json").read_text())
     assert (manifest["max_nodes"], manifest["max_steps"], manifest["max_retrievals"]) == (2047, 10, 10)
     assert "--max-nodes" not in said.getvalue()
+
+
+def test_found_by_gold_hops_counts_only_searched_questions_with_a_decomposition():
+    from dynrag.datasets.loaders import QAExample
+    from dynrag.deeprag.synth_summary import by_gold_hops
+
+    def ex(qid, hops):
+        return QAExample(qid, f"question {qid}?", ["x"], decomposition=[f"step {i}" for i in range(hops)])
+
+    examples = [ex("a", 2), ex("b", 2), ex("c", 3), ex("d", 0), ex("e", 4)]  # d has none; e not searched yet
+    table = by_gold_hops(examples, found_ids={"a", "c", "d"}, searched_ids={"a", "b", "c", "d"})
+    assert table == {"2": {"searched": 2, "found": 1}, "3": {"searched": 1, "found": 1}}

@@ -36,6 +36,18 @@ def node_budget_summary(config: dict[str, Any], skipped: list[dict[str, Any]]) -
     }
 
 
+def by_gold_hops(examples: list[QAExample], found_ids: set[str], searched_ids: set[str]) -> dict[str, dict[str, int]]:
+    """Questions searched and found, by the length of their gold decomposition (questions without
+    one are left out: the count says nothing about them)."""
+    table: dict[int, dict[str, int]] = {}
+    for ex in examples:
+        if ex.decomposition and ex.id in searched_ids:
+            row = table.setdefault(len(ex.decomposition), {"searched": 0, "found": 0})
+            row["searched"] += 1
+            row["found"] += ex.id in found_ids
+    return {str(hops): table[hops] for hops in sorted(table)}
+
+
 def write_summary(out: Path, config: dict[str, Any], examples: list[QAExample]) -> dict[str, Any]:
     ids = {ex.id for ex in examples}
     found = [r for r in read_jsonl(out / TRAJECTORIES) if r["id"] in ids]
@@ -47,8 +59,10 @@ def write_summary(out: Path, config: dict[str, Any], examples: list[QAExample]) 
     for r in skipped:
         reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
     histogram: dict[str, int] = {}
+    steps: dict[str, int] = {}
     for r in found:
         histogram[str(r["retrievals"])] = histogram.get(str(r["retrievals"]), 0) + 1
+        steps[str(len(r["steps"]))] = steps.get(str(len(r["steps"])), 0) + 1
 
     def mean(values: list[float]) -> float | None:
         return round(sum(values) / len(values), 4) if values else None
@@ -67,6 +81,9 @@ def write_summary(out: Path, config: dict[str, Any], examples: list[QAExample]) 
         "retrievals_on_optimal_path": mean([float(r["retrievals"]) for r in found]),
         "steps_on_optimal_path": mean([float(len(r["steps"])) for r in found]),
         "retrievals_histogram": dict(sorted(histogram.items(), key=lambda kv: int(kv[0]))),
+        "steps_histogram": dict(sorted(steps.items(), key=lambda kv: int(kv[0]))),
+        "share_two_or_more_steps": mean([float(len(r["steps"]) >= 2) for r in found]),
+        "by_gold_hops": by_gold_hops(examples, {r["id"] for r in found}, {r["id"] for r in records}),
         "seconds_per_question": mean([float(r["seconds"]) for r in records]),
         "questions_per_hour": round(3600 * len(records) / seconds, 2) if seconds else None,
         "node_budget": node_budget_summary(config, skipped),
