@@ -1,8 +1,10 @@
 """A paper's claim about two rows of a table, decided by a paired test on our questions.
 
 Each claim says one row beats another on one metric. Both rows scored the same questions, so the
-test is paired: a two-sided permutation test that flips the sign of each question's difference
-(scipy's ``permutation_test``, 9,999 resamples, fixed seed). The verdict: *holds* when the
+test is paired. Right/wrong scores (EM, accuracy) get the exact McNemar test on the questions one
+row gets right and the other wrong; graded ones (F1, retrievals) a two-sided permutation test
+that flips the sign of each question's difference (scipy's ``permutation_test``, 9,999 resamples,
+fixed seed). The verdict: *holds* when the
 claimed row is ahead and p < 0.05, *does not hold* when it is behind and p < 0.05, and
 *undetermined* otherwise (no difference shown on these questions; more questions may show one).
 
@@ -69,6 +71,7 @@ class Verdict:
     difference: float  # mean of better − worse
     p: float
     verdict: str  # holds | does not hold | undetermined
+    test: str = "paired permutation"  # or "McNemar (exact)" for right/wrong scores
 
 
 def paired_permutation_p(a: Sequence[float], b: Sequence[float], seed: int = 0) -> float:
@@ -89,16 +92,24 @@ def paired_permutation_p(a: Sequence[float], b: Sequence[float], seed: int = 0) 
 
 def decide(claim: Claim, better: dict[str, float], worse: dict[str, float]) -> Verdict:
     """The verdict from each question's score (question id -> score) in the two rows; only the
-    questions both rows scored are paired."""
+    questions both rows scored are paired. Scores that are all 0 or 1 (EM, accuracy; any metric
+    that takes only those values on these questions) get the exact McNemar test, the exact test
+    for paired right/wrong outcomes; graded ones (F1, retrievals) the paired permutation test."""
+    from dynrag.eval.significance import mcnemar_p
+
     shared = sorted(set(better) & set(worse))
     a, b = [better[q] for q in shared], [worse[q] for q in shared]
-    p = paired_permutation_p(a, b) if shared else 1.0
+    binary = bool(shared) and all(x in (0.0, 1.0) for x in a + b)
+    if binary:
+        p, test = mcnemar_p([x == 1.0 for x in a], [x == 1.0 for x in b]), "McNemar (exact)"
+    else:
+        p, test = (paired_permutation_p(a, b) if shared else 1.0), "paired permutation"
     difference = (sum(a) - sum(b)) / len(shared) if shared else 0.0
     if p < ALPHA:
         verdict = "holds" if difference > 0 else "does not hold"
     else:
         verdict = "undetermined"
-    return Verdict(claim, len(shared), difference, p, verdict)
+    return Verdict(claim, len(shared), difference, p, verdict, test)
 
 
 def question_scores(summary: dict[str, Any] | None, key: str) -> dict[str, float]:
@@ -114,8 +125,8 @@ def claim_line(claim: Claim, labels: dict[str, str], results: dict, dataset: str
     v = decide(claim, better, worse)
     what = f"{labels[claim.better]} − {labels[claim.worse]} on {claim.metric}"
     return ClaimLine(f"- {dataset}: {claim.text}: {what} = "
-                     f"{v.difference:+.3f}; paired permutation test, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.",
-                     Decided(f"{claim.text}: {what}", dataset, "paired permutation", v.n, v.p, v.difference,
+                     f"{v.difference:+.3f}; {v.test}, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.",
+                     Decided(f"{claim.text}: {what}", dataset, v.test, v.n, v.p, v.difference,
                              v.verdict, claim.ledger))
 
 

@@ -89,8 +89,8 @@ def deeprag_figure5(options: ImitationAblationOptions) -> Table:
               ledger="deeprag.figure5.min-paths-retrieve-less"))]
     return _ablation("deeprag-figure5", "DeepRAG Figure 5 (imitation path selection)", rows,
                      "--option min=MODEL, --option max=MODEL, --option random=MODEL", claims,
-                     "Claims (the paper's: min answers better and retrieves less than max and random; paired "
-                     "permutation tests on these questions):")
+                     "Claims (the paper's: min answers better and retrieves less than max and random; exact "
+                     "McNemar on EM, paired permutation on retrievals, on these questions):")
 
 
 @TABLES.register("deeprag-figure6", CalibrationAblationOptions, "DeepRAG Figure 6: stage-II checkpoints trained on each kind of preference pair")
@@ -109,5 +109,5 @@ def deeprag_figure6(options: CalibrationAblationOptions) -> Table:
     return _ablation("deeprag-figure6", "DeepRAG Figure 6 (calibration preference pairs)", rows,
                      "--option optimal=MODEL, all_nodes=MODEL, sentence_order=MODEL, response=MODEL", claims,
                      "Claims (the paper's: optimal answers best, retrieves less than all-nodes, and sentence-order "
-                     "pairs retrieve least and answer worst; paired permutation tests on these questions; the "
+                     "pairs retrieve least and answer worst; exact McNemar on EM, paired permutation on retrievals; the "
                      "response row is ours, with no claim):")

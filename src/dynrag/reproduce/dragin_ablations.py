@@ -127,7 +127,7 @@ def sweep_claims(runs: list[RunSpec], results: dict) -> list[str]:
     gap = decide(Claim("EM changes with θ", best, worst, "em"), ems[best], ems[worst])
     stable = "does not hold" if gap.verdict == "holds" else "undetermined"
     lines.append(f"- EM is insensitive to θ: the widest gap, {labels[best]} − {labels[worst]} = {gap.difference:+.3f} "
-                 f"EM; paired permutation test, n = {gap.n}, p = {gap.p:.3g}: **{stable}** (a significant gap "
+                 f"EM; {gap.test}, n = {gap.n}, p = {gap.p:.3g}: **{stable}** (a significant gap "
                  "would refute it; no gap cannot prove it).")
     thetas = [float(spec.options["theta"]) for spec, records in done for _ in records]
     counts = [float(r.get("retrievals") or 0) for _, records in done for r in records]

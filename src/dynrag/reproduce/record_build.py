@@ -159,7 +159,7 @@ def retrieval_record(report: dict[str, Any], context: RunContext) -> ResultRecor
             if scores[0] and scores[1]:
                 v = decide(claim, *scores)
                 claims.append(ClaimResult(claim=claim.ledger if claim.ledger in known else None, text=claim.text,
-                                          dataset=ds, test="paired permutation", n=v.n, p=v.p,
+                                          dataset=ds, test=v.test, n=v.n, p=v.p,
                                           difference=v.difference, verdict=v.verdict))
     spec = ModelSpec.parse(resolve_model(req.model))
     uses_model = table.needs_model or bool(table.reads and settings.reader)

@@ -97,7 +97,7 @@ def claim_lines(table: RetrievalTable, ds: str, results: dict) -> list[str]:
         v = decide(claim, *scores)
         scale = metrics[claim.metric].scale if claim.metric in metrics else 1.0
         lines.append(f"- {claim.text}: {labels[claim.better]} − {labels[claim.worse]} on {claim.metric} = "
-                     f"{v.difference * scale:+.1f}; paired permutation test, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.")
+                     f"{v.difference * scale:+.1f}; {v.test}, n = {v.n}, p = {v.p:.3g}: **{v.verdict}**.")
     return ["", "Claims (the paper's, tested on these questions):", "", *lines] if lines else []
 
 
