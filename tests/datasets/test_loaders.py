@@ -50,6 +50,17 @@ def test_musique_aliases_and_is_supporting(tmp_path):
     assert ex.supporting == [ex.contexts[0].id]
 
 
+def test_musique_reads_a_json_list_as_well_as_jsonl(tmp_path):
+    """Released MuSiQue subsets come as one JSON list too; both forms give the same questions."""
+    from_lines = load("musique", fx.write_jsonl(tmp_path / "m.jsonl", fx.MUSIQUE))
+    from_list = load("musique", fx.write_json(tmp_path / "m.json", fx.MUSIQUE))
+    def seen(examples):
+        return [(e.id, e.question, e.answers, [(c.title, c.text) for c in e.contexts], len(e.supporting))
+                for e in examples]
+
+    assert seen(from_list) == seen(from_lines) and len(from_list) == len(fx.MUSIQUE)
+
+
 def test_strategyqa_yes_no_and_facts(tmp_path):
     ex = load("strategyqa", fx.write_json(tmp_path / "s.json", fx.STRATEGY))
     assert [e.answers for e in ex] == [["yes"], ["no"]]

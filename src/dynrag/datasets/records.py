@@ -159,3 +159,10 @@ def iter_tsv(path: Path) -> Iterator[tuple[int, int, Any]]:
                 record = dict(zip(header, row))
             yield start, index, record
             index += 1
+
+
+def list_or_lines(path: Path) -> Iterator[tuple[int, int, Any]]:
+    """A JSON list of records, or one record a line: the file's first character tells which (the
+    official HotpotQA files are lists and MuSiQue's are JSONL; released subsets of each come the
+    other way too)."""
+    return iter_json_array(path) if first_char(path) in ("[", "") else iter_jsonl(path)

@@ -5,8 +5,6 @@ per context paragraph (sentences joined); supporting = the paragraphs whose titl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from dynrag.corpus.passage import Passage
@@ -14,7 +12,7 @@ from dynrag.datasets.formats.registry import DATASETS, Dataset, DeepRAGLimits, P
 from dynrag.datasets.formats.fields import answers, as_object, first_id, required, required_text
 from dynrag.datasets.decomposition import evidence_decomposition
 from dynrag.datasets.examples import QAExample, make_passage
-from dynrag.datasets.records import BadRecord, first_char, iter_json_array, iter_jsonl
+from dynrag.datasets.records import BadRecord, list_or_lines
 from dynrag.registry import Options
 
 
@@ -62,11 +60,6 @@ def parse_2wiki(record: Any, ctx: ParseContext) -> list[QAExample]:
     gold = answers([required_text(record, "answer")], extra)
     decomposition = evidence_decomposition(record.get("evidences"))
     return [QAExample(qid, required_text(record, "question"), gold, contexts, supporting, decomposition)]
-
-
-def list_or_lines(path: Path) -> Iterator[tuple[int, int, Any]]:
-    """The official files are JSON lists; one record a line (as some released subsets are) works too."""
-    return iter_json_array(path) if first_char(path) in ("[", "") else iter_jsonl(path)
 
 
 @DATASETS.register("hotpotqa", summary="HotpotQA JSON list (or one record a line); context paragraphs (distractor setting)")

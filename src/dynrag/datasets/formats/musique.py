@@ -9,7 +9,7 @@ from dynrag.datasets.formats.registry import DATASETS, Dataset, ParseContext
 from dynrag.datasets.formats.fields import answers, as_object, generic_contexts, required, required_text, string_list
 from dynrag.datasets.decomposition import musique_decomposition
 from dynrag.datasets.examples import QAExample
-from dynrag.datasets.records import iter_jsonl
+from dynrag.datasets.records import list_or_lines
 from dynrag.registry import Options
 
 
@@ -23,7 +23,7 @@ def parse_musique(record: Any, ctx: ParseContext) -> list[QAExample]:
     return [QAExample(qid, required_text(record, "question"), gold, contexts, supporting, decomposition)]
 
 
-@DATASETS.register("musique", summary="MuSiQue JSONL with paragraphs")
+@DATASETS.register("musique", summary="MuSiQue JSONL (or a JSON list) with paragraphs")
 def musique(options: Options) -> Dataset:
-    return Dataset("musique", iter_jsonl, parse_musique, decomposes=True,
+    return Dataset("musique", list_or_lines, parse_musique, decomposes=True,
                    default_files=("musique/musique_ans_dev_sample.jsonl",))
