@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dynrag.eval.significance import ALPHA
+from dynrag.eval.significance import mcnemar_p, verdict
 from dynrag.reproduce.tables import RunSpec, records_of
 
 RESAMPLES = 9_999
@@ -95,8 +95,6 @@ def decide(claim: Claim, better: dict[str, float], worse: dict[str, float]) -> V
     questions both rows scored are paired. Scores that are all 0 or 1 (EM, accuracy; any metric
     that takes only those values on these questions) get the exact McNemar test, the exact test
     for paired right/wrong outcomes; graded ones (F1, retrievals) the paired permutation test."""
-    from dynrag.eval.significance import mcnemar_p
-
     shared = sorted(set(better) & set(worse))
     a, b = [better[q] for q in shared], [worse[q] for q in shared]
     binary = bool(shared) and all(x in (0.0, 1.0) for x in a + b)
@@ -105,11 +103,7 @@ def decide(claim: Claim, better: dict[str, float], worse: dict[str, float]) -> V
     else:
         p, test = (paired_permutation_p(a, b) if shared else 1.0), "paired permutation"
     difference = (sum(a) - sum(b)) / len(shared) if shared else 0.0
-    if p < ALPHA:
-        verdict = "holds" if difference > 0 else "does not hold"
-    else:
-        verdict = "undetermined"
-    return Verdict(claim, len(shared), difference, p, verdict, test)
+    return Verdict(claim, len(shared), difference, p, verdict(difference, p), test)
 
 
 def question_scores(summary: dict[str, Any] | None, key: str) -> dict[str, float]:
