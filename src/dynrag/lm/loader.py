@@ -10,9 +10,10 @@ from typing import Any
 from dynrag.errors import ConfigError, DynragError, first_line
 from dynrag.lm.adapter import ADAPTER_META, base_of, is_adapter_dir, merged_copy, read_adapter, read_adapter_meta
 from dynrag.lm.base import LanguageModel
-from dynrag.lm.bundled import check_installed, ensure_converted, gguf_path, resolve_bundled
+from dynrag.lm.bundled import BundledModel, check_installed, ensure_converted, gguf_path, resolve_bundled
 from dynrag.lm.device import Placement, resolve_placement
 from dynrag.lm.hub import check_hub_id, fetch_config, fetch_model, looks_like_hub_id
+from dynrag.lm.lineage import base_model, checkpoint_meta
 from dynrag.lm.memory import check_fits
 from dynrag.lm.spec import SPEC_FORMS, ModelOptions, ModelSpec, describe_specs, split_options
 
@@ -128,9 +129,42 @@ def gguf_file(spec: ModelSpec) -> Path:
         return gguf_path(resolve_bundled(spec.target))
     if spec.kind == "hf" and spec.file:
         return Path(spec.target).expanduser() / spec.file
+    trained_from = bundled_base(spec)
+    if trained_from is not None:
+        return exported_gguf(Path(spec.target).expanduser(), gguf_path(trained_from))
     raise ConfigError(
-        f"model spec {str(spec)!r}: backend=llama.cpp needs a GGUF file (bundled[:NAME] or hf:DIR#FILE.gguf)"
+        f"model spec {str(spec)!r}: backend=llama.cpp needs a GGUF file (bundled[:NAME], hf:DIR#FILE.gguf, "
+        "or a checkpoint `dynrag train` made from a bundled model)"
     )
+
+
+def bundled_base(spec: ModelSpec) -> BundledModel | None:
+    """The bundled model an ``hf:DIR`` checkpoint of `dynrag train` was fine-tuned from (through
+    both stages), else None: its GGUF lends the export its tokenizer and metadata."""
+    if spec.kind != "hf" or not Path(spec.target).expanduser().is_dir():
+        return None
+    if checkpoint_meta(spec.base) is None:
+        return None
+    base = ModelSpec.parse(base_model(spec.base))
+    return resolve_bundled(base.target) if base.kind == "bundled" else None
+
+
+def exported_gguf(directory: Path, base_gguf: Path) -> Path:
+    """The checkpoint at ``directory`` as GGUF, exported once into the cache (lm/gguf_export.py) and
+    found again by its weights' size and time, so a retrained checkpoint exports anew."""
+    from dynrag.lm.bundled import cache_lock, cache_root
+    from dynrag.lm.gguf_export import EXPORTED_FILE, export_gguf
+
+    stamp = ":".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}"
+                     for f in sorted(directory.resolve().glob("*.safetensors")))
+    key = hashlib.sha256(f"{directory.resolve()}|{stamp}|{base_gguf.resolve()}".encode()).hexdigest()[:16]
+    out = cache_root() / "models" / f"gguf-export-{directory.name}-{key}"
+    if (out / EXPORTED_FILE).is_file():
+        return out / EXPORTED_FILE
+    with cache_lock(f"gguf-export-{key}"):
+        if (out / EXPORTED_FILE).is_file():  # exported by another worker while this one waited
+            return out / EXPORTED_FILE
+        return export_gguf(directory, base_gguf, out)
 
 
 def local_weights(target: str | Path, spec: str, options: ModelOptions, placement: Placement) -> Path | str:
