@@ -4,10 +4,14 @@ one process: seconds per answer, decoded tokens per second, and the share of ide
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_llama_cpp.py --data HOTPOT_DEV.json \
         --limit 20 --model bundled:qwen2.5-0.5b
 
+A checkpoint `dynrag train` made from a bundled model works too (`--model hf:CKPT`): its llama.cpp
+side is the GGUF export of the same weights (Q8_0 matrices), so the ratio is what moving a trained
+row to llama.cpp gains.
+
 Each question's prompt (its gold paragraphs, the model's own prompt style) is answered greedily by
-both backends, alternating which goes first so neither always finds the machine warmer. The
-transformers backend runs on the float32 copy dequantised from the same file, so the answers
-differ only where quantised arithmetic moves the argmax.
+both backends, alternating which goes first so neither always finds the machine warmer. For a
+bundled model the transformers backend runs on the float32 copy dequantised from the same file, so
+the answers differ only where quantised arithmetic moves the argmax.
 """
 
 from __future__ import annotations

@@ -140,3 +140,22 @@ def test_a_trained_checkpoint_runs_on_llama_cpp(tmp_path, monkeypatch):
     shutil.copytree(source, plain)  # no metadata: nothing says which GGUF lends the tokenizer
     with pytest.raises(ConfigError, match="needs a GGUF file"):
         load_lm(f"hf:{plain}?backend=llama.cpp", progress=False)
+
+
+def test_llama_cpp_on_a_directory_is_checked_before_anything_is_written(tmp_path):
+    from dynrag.lm.loader import bundled_base, check_model_spec
+    from dynrag.lm.spec import ModelSpec
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(ConfigError, match="needs a GGUF file .* a checkpoint `dynrag train` made from a bundled model"):
+        check_model_spec(f"hf:{plain}?backend=llama.cpp")
+    assert check_model_spec(f"hf:{plain}") == f"hf:{plain}"  # transformers reads it as it is
+    stage_one, stage_two = tmp_path / "imi", tmp_path / "coc"
+    for directory, parent in ((stage_one, "bundled:smollm2"), (stage_two, f"hf:{stage_one}?backend=llama.cpp")):
+        directory.mkdir()
+        (directory / "config.json").write_text("{}", encoding="utf-8")
+        (directory / CHECKPOINT_META).write_text(json.dumps({"base_model": parent}), encoding="utf-8")
+    assert bundled_base(ModelSpec.parse(f"hf:{stage_two}?backend=llama.cpp")).name == "smollm2"
+    assert check_model_spec(f"hf:{stage_two}?backend=llama.cpp")

@@ -51,6 +51,8 @@ def check_spec(spec: ModelSpec) -> ModelSpec:
                 raise ConfigError(f"model spec {spec.base!r}: no such GGUF file {directory / spec.file}")
         else:
             _check_hf_target(spec.base, spec.target, directory, spec.options.revision)
+            if spec.options.backend == "llama.cpp":
+                export_base(spec)
     return spec
 
 
@@ -124,18 +126,25 @@ def load_lm(spec: str | ModelSpec = "bundled", progress: bool = True) -> Languag
 
 
 def gguf_file(spec: ModelSpec) -> Path:
-    """The GGUF file of a bundled or ``hf:DIR#FILE.gguf`` spec (the llama.cpp backend reads it)."""
+    """The GGUF file the llama.cpp backend reads: a bundled model's, ``hf:DIR#FILE.gguf``, or the
+    export of a checkpoint trained from a bundled model (made on first use)."""
     if spec.kind == "bundled":
         return gguf_path(resolve_bundled(spec.target))
     if spec.kind == "hf" and spec.file:
         return Path(spec.target).expanduser() / spec.file
+    return exported_gguf(Path(spec.target).expanduser(), gguf_path(export_base(spec)))
+
+
+def export_base(spec: ModelSpec) -> BundledModel:
+    """The bundled base whose GGUF an ``hf:DIR`` spec on llama.cpp is exported over; an error when
+    there is none (checked before a run writes anything)."""
     trained_from = bundled_base(spec)
-    if trained_from is not None:
-        return exported_gguf(Path(spec.target).expanduser(), gguf_path(trained_from))
-    raise ConfigError(
-        f"model spec {str(spec)!r}: backend=llama.cpp needs a GGUF file (bundled[:NAME], hf:DIR#FILE.gguf, "
-        "or a checkpoint `dynrag train` made from a bundled model)"
-    )
+    if trained_from is None:
+        raise ConfigError(
+            f"model spec {str(spec)!r}: backend=llama.cpp needs a GGUF file (bundled[:NAME], hf:DIR#FILE.gguf, "
+            "or a checkpoint `dynrag train` made from a bundled model)"
+        )
+    return trained_from
 
 
 def bundled_base(spec: ModelSpec) -> BundledModel | None:
