@@ -69,3 +69,26 @@ def test_table2_runs_every_method_on_popqa_and_webquestions_as_generic_jsonl(tmp
     assert [(c["dataset"], c["method"]) for c, _, _ in more] == [("jsonl", "direct"), ("jsonl", "deeprag")]  # CoT first
     assert more[1][0]["model"] == specs["coc"]
     assert "| DeepRAG | 0.500 | 0.327 | +0.173 | 1.00 | 0.28 | +0.72 | 1.00 | 0.12 | +0.88 |" in text
+
+
+def test_table1_decides_each_trained_stage_against_each_baseline(tmp_path):
+    from dynrag.reproduce.catalog import open_table
+    from dynrag.reproduce.deeprag import TABLE1_BASELINES, table1_claims
+
+    specs = checkpoints(tmp_path, "imi", "coc")
+    table = open_table("deeprag-table1", {"imitation": specs["imi"], "calibration": specs["coc"]})
+    results = {}
+    for run in table.runs:
+        if run.dataset == "hotpotqa" and not run.published_only:
+            folder = tmp_path / run.key
+            folder.mkdir()
+            right = int(run.key == "deeprag")  # only stage II answers, on all six questions
+            (folder / "predictions.jsonl").write_text("".join(json.dumps({"id": i, "em": right}) + "\n" for i in range(6)))
+            results[("hotpotqa", run.key)] = {"run_dir": str(folder)}
+    lines = [t for t in table1_claims(table.runs, results) if t.startswith("- hotpotqa")]
+    stage_two = [t for t in lines if "DeepRAG − " in t]
+    assert len(stage_two) == len(TABLE1_BASELINES) + 1  # each baseline, and stage I
+    assert all("+1.000" in t and "p = 0.0312" in t and "**holds**" in t for t in stage_two)  # 2 / 2^6
+    ties = [t for t in lines if "DeepRAG − " not in t]
+    assert len(ties) == len(TABLE1_BASELINES) + 2 and all("**undetermined**" in t for t in ties)
+    assert table1_claims(table.runs, {}) == []
