@@ -182,11 +182,11 @@ def test_a_hop_reader_writes_retrieved_answers_and_contains_saves_the_gold_final
                       models=Models(target, None, index))
     assert plain["found"] == 0  # alone, the target never reads a hop right
     summary = run_synth(request(tmp_path, data, limit=2, max_steps=4, max_nodes=20, match="contains",
-                                hop_reader="bundled:qwen2.5-1.5b"),
+                                hop_reader="bundled:smollm2"),
                         progress=False, models=Models(target, None, index, hop_reader=reader))
     assert summary["found"] == 2
     manifest = json.loads((tmp_path / "synth" / "manifest.json").read_text())
-    assert (manifest["hop_reader"], manifest["match"]) == ("bundled:qwen2.5-1.5b", "contains")
+    assert (manifest["hop_reader"], manifest["match"]) == ("bundled:smollm2", "contains")
     lines = read_jsonl(tmp_path / "synth" / "trajectories.jsonl")
     for line, r in zip(lines, records):
         assert [s["retrieve"] for s in line["steps"]] == [True, True]

@@ -126,8 +126,11 @@ def test_processes_starting_together_dequantise_a_bundled_model_once(tmp_path, m
     real_is_converted = bundled._is_converted
 
     def is_converted(path):
+        # Noted after the check, not before: the second worker must have seen no copy before the
+        # first is released, or it could find the finished copy on its first look.
+        found = real_is_converted(path)
         looked.append(threading.current_thread().name)
-        return real_is_converted(path)
+        return found
 
     def convert(path, target):
         converted.append(threading.current_thread().name)
