@@ -16,7 +16,7 @@ from dynrag.lm.base import Capabilities, Generation, Prompt
 from dynrag.methods.base import Answer, Retrieval, Step, Trace
 from dynrag.methods.deeprag.narrative import NarrativeStep
 from dynrag.retrieval.base import BatchSearch, Hit
-from tests.waiting import HANG_GUARD_S
+from tests.waiting import HANG_GUARD_S, wait_for
 
 
 class HashEmbedder:
@@ -62,15 +62,17 @@ class FakeMethod:
     """Retrieves once with the question (when it has a retriever) and answers from a lookup table.
 
     ``answers`` maps question -> final answer; questions not in it get "unknown".
-    ``sleep`` seconds per question let a test kill a run mid-way.
+    ``sleep`` seconds per question let a test kill a run mid-way. ``meet`` (with ``log``): each
+    question is held until that many processes have logged a start, so no one worker can answer
+    them all before another is up, however slow start-up is.
     """
 
     name: ClassVar[str] = "fake"
 
     def __init__(self, retriever=None, answers: dict[str, str] | None = None, sleep: float = 0.0, k: int = 3,
-                 log: str | None = None, hold_first: str | None = None):
+                 log: str | None = None, hold_first: str | None = None, meet: int = 0):
         self.retriever, self.answers, self.sleep, self.k, self.log = retriever, answers or {}, sleep, k, log
-        self.hold_first = hold_first
+        self.hold_first, self.meet = hold_first, meet
         self.calls: list[str] = []
 
     def answer(self, question: str) -> Answer:
@@ -80,6 +82,9 @@ class FakeMethod:
                 f.write(f"{os.getpid()}\t{question}\n")
         if question == self.hold_first and self._first_asking(question):
             time.sleep(HANG_GUARD_S)  # in flight until the test kills this process, however slow the machine
+        if self.meet:
+            wait_for(lambda: len(self._askers()) >= self.meet, f"{self.meet} processes to start a question",
+                     last=self._askers)
         if self.sleep:
             time.sleep(self.sleep)
         trace = Trace(question, self.name, "fake-lm", {})
@@ -89,6 +94,10 @@ class FakeMethod:
         text = f"Some reasoning. So the answer is {final}."
         trace.steps.append(Step("generate", text, text, len(text.split())))
         return Answer(text, final, trace)
+
+    def _askers(self) -> set[str]:
+        with open(self.log, encoding="utf-8") as f:
+            return {line.split("\t", 1)[0] for line in f if line.strip()}
 
     def _first_asking(self, question: str) -> bool:
         """Whether the line just logged is the only one for ``question`` (no process asked it before)."""
@@ -115,7 +124,8 @@ class FakeMethodFactory:
     with ``log``, appending "PID<TAB>question" to that file as each question starts. ``die_on``:
     a question whose worker process kills itself (SIGKILL) every time; ``fail_on``: one that raises;
     ``hold_first`` (with ``log``): one whose first asking stays in flight until a test kills its
-    worker, while a second asking answers (so a kill lands mid-question by construction)."""
+    worker, while a second asking answers (so a kill lands mid-question by construction); ``meet``:
+    hold every question until that many processes have started one (FakeMethod's ``meet``)."""
 
     answers: dict[str, str] | None = None
     sleep: float = 0.0
@@ -123,9 +133,11 @@ class FakeMethodFactory:
     die_on: str | None = None
     fail_on: str | None = None
     hold_first: str | None = None
+    meet: int = 0
 
     def __call__(self, config: dict[str, Any], retriever):
-        method = FakeMethod(retriever, self.answers, self.sleep, log=self.log, hold_first=self.hold_first)
+        method = FakeMethod(retriever, self.answers, self.sleep, log=self.log, hold_first=self.hold_first,
+                            meet=self.meet)
         if self.die_on is None and self.fail_on is None:
             return method
         real = method.answer

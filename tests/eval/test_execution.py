@@ -67,7 +67,8 @@ def test_two_worker_processes_answer_every_question_once(tmp_path):
     rows = fx.qa_rows(8)
     data = fx.write_jsonl(tmp_path / "qa.jsonl", rows)
     log = tmp_path / "started.log"
-    factory = FakeMethodFactory(answers_for(rows), sleep=0.05, log=str(log))
+    # each question waits until both workers have started one: a late second worker still answers
+    factory = FakeMethodFactory(answers_for(rows), log=str(log), meet=2)
     summary = run_eval(request(tmp_path, data, workers=2), method_factory=factory, progress=False)
     ids_once(tmp_path / "run", rows)
     assert summary["n"] == 8 and summary["em"] == 1.0  # answers came back intact from the workers
