@@ -124,9 +124,12 @@ def claim_line(claim: Claim, labels: dict[str, str], results: dict, dataset: str
                              v.verdict, claim.ledger))
 
 
-def tested_claims(heading: str, claims: Sequence[Claim], runs: Sequence[RunSpec], datasets: Sequence[str],
+def tested_claims(heading: str, claims: Sequence[Claim], runs: Sequence[RunSpec], datasets: Sequence[str] | None,
                   results: dict) -> list[str]:
-    """Under ``heading``, each claim decided on each dataset where both its rows ran; [] when none did."""
+    """Under ``heading``, each claim decided on each dataset where both its rows ran; [] when none did.
+    ``datasets`` None: those of ``runs``, in their order."""
     labels = {s.key: s.label for s in runs}
+    if datasets is None:
+        datasets = list(dict.fromkeys(s.dataset for s in runs))
     lines = [line for ds in datasets for claim in claims if (line := claim_line(claim, labels, results, ds))]
     return ["", heading, "", *lines] if lines else []

@@ -91,7 +91,7 @@ def table1_claims(runs: list[RunSpec], results: dict) -> list[str]:
                Claim("IterDRAG stays below CoT-Retrieve", "cot_retrieve", "iterdrag", "em",
                      ledger="deeprag.table1.iterdrag-limited")]
     return tested_claims("Claims (the paper's reading of Table 1; paired tests on these questions):", claims, runs,
-                         list(dict.fromkeys(s.dataset for s in runs)), results)
+                         None, results)
 
 
 @TABLES.register("deeprag-table1", DeepragTableOptions, "DeepRAG Table 1: EM/F1 of reasoning, adaptive and DeepRAG methods")

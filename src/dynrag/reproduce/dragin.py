@@ -79,7 +79,7 @@ def table2_claims(runs: list[RunSpec], results: dict) -> list[str]:
                     ledger=f"dragin.table2.dragin-above-{other.replace('_', '-')}")
               for other in ("direct", "single", "fixed_length", "fixed_sentence", "flare")]
     return tested_claims("Claims (the paper's: DRAGIN best; paired tests on these questions):", claims, runs,
-                         list(dict.fromkeys(s.dataset for s in runs)), results)
+                         None, results)
 
 
 @TABLES.register("dragin-table2", DraginTableOptions, "DRAGIN Table 2: EM/F1 (StrategyQA accuracy) of six methods on four datasets")
