@@ -42,6 +42,16 @@ def test_dragin_runs_carry_the_released_settings():
         parse_options(run.method, run.options)
 
 
+def test_a_dataset_outside_the_paper_runs_with_the_settings_it_borrows():
+    keys = ["direct", "single", "fixed_length", "fixed_sentence", "flare", "dragin"]
+    (hotpot, musique) = (dragin_runs("Llama2-13b-chat", [ds], keys) for ds in ("hotpotqa", "musique"))
+    assert [r.options for r in musique] == [r.options for r in hotpot]  # MuSiQue borrows HotpotQA's
+    assert {r.dataset for r in musique} == {"musique"}
+    table = TABLES.open("dragin-table2")
+    assert table.datasets[-1] == "musique" and "musique" not in table.published_cells
+    assert any(r.startswith("musique is not in the paper: its runs use hotpotqa's") for r in table.remarks)
+
+
 def request(tmp_path: Path, table: str, **kw) -> ReproduceRequest:
     files = fx.write_all(tmp_path)
     base = dict(table=table, data={"hotpotqa": files["hotpotqa"], "strategyqa": files["strategyqa"]},
@@ -60,7 +70,7 @@ def test_table3_runs_reports_missing_data_and_prints_differences(tmp_path):
     built = []
     req = request(tmp_path, "dragin-table3")
     report = reproduce(req, method_factory=factory(answers(), built=built), progress=False)
-    assert sorted(report["missing"]) == ["2wikimultihopqa", "iirc"]
+    assert sorted(report["missing"]) == ["2wikimultihopqa", "iirc", "musique"]
     assert "--data iirc=PATH" in report["missing"]["iirc"]
     assert len(built) == 8  # 4 methods x the 2 datasets with data
     configs = {c["method"]: c for c, _, _ in built if c["dataset"] == "hotpotqa"}
@@ -91,7 +101,7 @@ def test_bad_requests_name_the_input(tmp_path):
     with pytest.raises(DataError, match="no such file"):
         reproduce(request(tmp_path, "dragin-table2", data={"hotpotqa": tmp_path / "nope.json"}), progress=False)
     with pytest.raises(ConfigError, match="has datasets"):
-        reproduce(request(tmp_path, "dragin-table2", data={"musique": tmp_path / "x"}), progress=False)
+        reproduce(request(tmp_path, "dragin-table2", data={"popqa": tmp_path / "x"}), progress=False)
     with pytest.raises(ConfigError, match="paper_model"):
         reproduce(request(tmp_path, "dragin-table2", options={"paper_model": "gpt-5"}), progress=False)
     with pytest.raises(ConfigError, match="choose one of"):
