@@ -276,3 +276,22 @@ def test_an_unknown_row_is_the_first_and_only_thing_said(tmp_path, table, rows):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"error: --row 'nosuch': table {table!r} has rows {rows}")
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_row_that_reads_hidden_states_runs_on_transformers_when_the_command_names_llama_cpp(tmp_path):
+    from dynrag.reproduce.runs import capable_runs, run_dir
+
+    table = TABLES.open("dynamic-family")
+    rows = capable_runs(table.runs, "bundled:qwen2.5-0.5b?backend=llama.cpp&kv_slots=2")
+    moved = [r for r in rows if r.model is not None]
+    assert {r.method for r in moved} == {"seakr"} and len(moved) == len(table.datasets)
+    assert all(r.model == "bundled:qwen2.5-0.5b?kv_slots=2&backend=transformers" for r in moved)
+    assert all(r.label == "SeaKR (transformers backend)" for r in moved)
+    assert [r for r in rows if r.model is None] == [r for r in table.runs if r.method != "seakr"]
+    # the transformers model is part of the row's identity: its run directory is not a llama.cpp one's
+    req = ReproduceRequest(table="dynamic-family", out=tmp_path, model="bundled:qwen2.5-0.5b?backend=llama.cpp")
+    seakr = next(r for r in table.runs if r.method == "seakr")
+    on_transformers = next(r for r in moved if r.dataset == seakr.dataset)
+    assert run_dir(req, on_transformers) != run_dir(req, seakr)
+    for model in ("bundled", "bundled:qwen2.5-0.5b?backend=transformers", "openai:http://127.0.0.1:9/v1#m"):
+        assert capable_runs(table.runs, model) == table.runs  # already able, or a server: left to refuse

@@ -145,6 +145,11 @@ class ModelSpec:
         return not self.is_http
 
     @property
+    def gives_hidden_states(self) -> bool:
+        """Whether its backend returns a middle layer's hidden states (SeaKR): only transformers does."""
+        return self.is_local and self.options.backend == "transformers"
+
+    @property
     def base(self) -> str:
         """The spec without its model options."""
         if self.kind == "bundled":

@@ -166,6 +166,7 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
     check_execution(workers=req.workers, batch=req.batch)  # before any run directory or index is written
     table = open_table(req.table, req.options)
+    table.runs = capable_runs(table.runs, req.model)
     # first: a typo in --row is the whole answer, before any dataset's warning or a world's index build
     check_rows(req.rows, [s.key for s in table.runs], table.name)
     if table.prepare is not None:
@@ -209,6 +210,23 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     shown = [ds for ds in table.datasets if ds in found or ds in missing]
     return {"table": table, "results": results, "missing": missing, "request": req, "datasets": shown,
             "tuned": tunes, "data": found}
+
+
+def capable_runs(runs: list[RunSpec], model: str) -> list[RunSpec]:
+    """``runs`` with each row whose method reads hidden states, which the command's ``model``
+    cannot give on its backend (llama.cpp), moved to the same weights on transformers and labelled
+    so; a row that names its own model, and every row under a server's model, stay as they are."""
+    from dataclasses import replace
+
+    from dynrag.lm.spec import ModelSpec
+    from dynrag.methods.registry import method_traits
+
+    spec = ModelSpec.parse(model)
+    if spec.gives_hidden_states or not spec.is_local:
+        return runs
+    moved = str(spec.with_options(backend="transformers"))
+    return [replace(s, model=moved, label=f"{s.label} (transformers backend)")
+            if s.model is None and method_traits(s.method).needs_hidden_states else s for s in runs]
 
 
 def apply_tunes(table: Table, tuned: list[Path]) -> list[str]:
