@@ -42,17 +42,15 @@ def released(paper_model: str, setting: str, dataset: str) -> float:
 
 def dragin_runs(paper_model: str, datasets: list[str], keys: list[str]) -> list[RunSpec]:
     """DRAGIN's Table 2 runs with the authors' released settings for `paper_model` (see published.json)."""
-    settings = published()["released_settings"]["dragin"]
-    model = settings["models"][paper_model]
+    budgets = published()["released_settings"]["dragin"]["generate_max_length"]
     runs = []
     for ds in datasets:
-        src = settings_dataset(ds)
-        budget = settings["generate_max_length"][src]
+        budget = budgets[settings_dataset(ds)]
         # Every BM25 query of the authors' code, the baselines' too, keeps its last 64 tokens.
         loop = {**UNCAPPED, "max_new_tokens": budget, "max_query_tokens": 64}
         # FLARE as DRAGIN's code runs it: retrieve when the sentence's mean (1 - p) exceeds h, mask
         # the tokens whose 1 - p exceeds h, i.e. mean p < 1 - h and p < 1 - h.
-        flare_p = round(1.0 - model["flare_threshold"][src], 6)
+        flare_p = round(1.0 - released(paper_model, "flare_threshold", ds), 6)
         by_key = {
             "direct": RunSpec(ds, "direct", "wo-RAG", "direct", {"max_new_tokens": budget}),
             "single": RunSpec(ds, "single", "SR-RAG", "single", {"max_new_tokens": budget, "k": 3, "max_query_tokens": 64}),
@@ -64,8 +62,8 @@ def dragin_runs(paper_model: str, datasets: list[str], keys: list[str]) -> list[
             "flare": RunSpec(ds, "flare", "FLARE", "flare",
                              {**loop, "trigger": "mean", "theta": flare_p, "beta": flare_p}),
             "dragin": RunSpec(ds, "dragin", "DRAGIN", "dragin", {
-                **loop, "variant": "reference", "theta": model["dragin_threshold"][src],
-                "query_words": model["dragin_query_words"][src], "chunk_tokens": budget,
+                **loop, "variant": "reference", "theta": released(paper_model, "dragin_threshold", ds),
+                "query_words": released(paper_model, "dragin_query_words", ds), "chunk_tokens": budget,
             }),
         }
         runs += [by_key[k] for k in keys]
