@@ -153,3 +153,16 @@ def test_token_helpers_spell_the_text_back(smollm2):
     ids = smollm2.encode("The capital of France is Paris.")
     assert smollm2.decode(ids) == "The capital of France is Paris."
     assert "".join(smollm2.raw_tokens(ids)) == "The capital of France is Paris."
+
+
+@pytest.mark.slow
+def test_a_loaded_model_never_claims_more_than_its_backend_declares(smollm2):
+    """Commands place rows by BACKEND_CAPABILITIES before loading; a loaded llama.cpp model may give
+    less (no attention graph) but never a capability the table denies it."""
+    from dataclasses import asdict
+
+    from dynrag.lm.base import BACKEND_CAPABILITIES
+
+    declared = asdict(BACKEND_CAPABILITIES["llama.cpp"])
+    assert all(declared[k] or not v for k, v in asdict(smollm2.capabilities).items())
+    assert smollm2.capabilities.attention and not smollm2.capabilities.hidden_states

@@ -87,3 +87,16 @@ def test_with_options_sets_model_options_and_keeps_the_others():
     spec = ModelSpec.parse("hf:org/name?kv_reuse=off&dtype=float32").with_options(dtype="bfloat16", device="cpu")
     assert str(spec) == "hf:org/name?kv_reuse=off&dtype=bfloat16&device=cpu"
     assert spec.options.dtype == "bfloat16" and spec.options.kv_reuse == "off"
+
+
+def test_every_backend_declares_what_it_can_give_before_loading():
+    from typing import get_args
+
+    from dynrag.lm.base import BACKEND_CAPABILITIES
+    from dynrag.lm.spec import ModelOptions
+
+    assert set(BACKEND_CAPABILITIES) == set(get_args(ModelOptions.model_fields["backend"].annotation))
+    assert ModelSpec.parse("bundled").most_capabilities.hidden_states
+    on_llama = ModelSpec.parse("hf:d#m.gguf?backend=llama.cpp").most_capabilities
+    assert on_llama.attention and on_llama.logprobs and not on_llama.hidden_states
+    assert ModelSpec.parse("openai:http://127.0.0.1:9/v1#m").most_capabilities is None  # the server's to say

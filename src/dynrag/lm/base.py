@@ -159,6 +159,16 @@ class Capabilities:
     hidden_states: bool = False  # sample_hidden_states(): a middle layer's state after sampled continuations (SeaKR)
 
 
+# The most each local backend can give, known before any model is loaded, so a command can place a
+# row on a backend that serves it without loading one first. A loaded model may give less (llama.cpp
+# reads attention only from architectures whose graph it recognises), never more.
+BACKEND_CAPABILITIES: dict[str, Capabilities] = {
+    "transformers": Capabilities(attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True,
+                                 text_logprobs=True, hidden_states=True),
+    "llama.cpp": Capabilities(attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True),
+}
+
+
 # What each capability is, in the words of an error message.
 CAPABILITY_TEXT = {
     "attention": "last-layer attention captured while decoding",

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from dynrag.lm.base import Capabilities, Generation, HiddenSamples, KVReuseMode, PrefillCounts, Prompt
+from dynrag.lm.base import BACKEND_CAPABILITIES, Generation, HiddenSamples, KVReuseMode, PrefillCounts, Prompt
 from dynrag.lm.capture import install_recorder
 from dynrag.lm.chat import PromptStyle, choose_style, tokenizer_frame
 from dynrag.lm.kv_reuse import KVReuse, croppable, drop_last
@@ -23,10 +23,7 @@ from dynrag.lm.stopping import StopWhen
 class HFLanguageModel:
     """Wraps a transformers model and tokenizer; greedy decoding with a KV cache."""
 
-    capabilities = Capabilities(
-        attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True, text_logprobs=True,
-        hidden_states=True,
-    )
+    capabilities = BACKEND_CAPABILITIES["transformers"]
 
     def __init__(
         self,

@@ -22,13 +22,14 @@ evaluates only the rest.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from dynrag.errors import ConfigError, DynragError
-from dynrag.lm.base import Capabilities, Generation, PrefillCounts, Prompt, PromptTokens, WithoutOptionalCapabilities
+from dynrag.lm.base import BACKEND_CAPABILITIES, Generation, PrefillCounts, Prompt, PromptTokens, WithoutOptionalCapabilities
 from dynrag.lm.chat import PromptStyle, choose_style, frame_from, jinja_renderer
 from dynrag.lm.llama_graph_attention import LlamaGraphReader, square
 from dynrag.lm.spec import ModelSpec
@@ -83,8 +84,8 @@ class LlamaCppLM(WithoutOptionalCapabilities):
         self.graph = graph
         self._refused = refused or f"model {name!r}: no attention reader was given"
         with_attention = graph is not None
-        self.capabilities = Capabilities(attention=with_attention, logprobs=True, attention_pass=with_attention,
-                                         next_token_logprobs=True)
+        self.capabilities = replace(BACKEND_CAPABILITIES["llama.cpp"], attention=with_attention,
+                                    attention_pass=with_attention)
         self.context_window = int(llama.n_ctx())
         self.eos_token_ids = {int(llama.token_eos())}
         # Read once: asked of every prompt and every decoded token.

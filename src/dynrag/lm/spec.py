@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from dynrag.errors import ConfigError
-from dynrag.lm.base import KVReuseMode
+from dynrag.lm.base import BACKEND_CAPABILITIES, Capabilities, KVReuseMode
 from dynrag.lm.bundled import BUNDLED_MODELS, resolve_bundled
 from dynrag.lm.device import DEVICE_FORMS, DtypeName, check_device
 from dynrag.lm.lookup import DEFAULT_DRAFT_TOKENS
@@ -145,9 +145,10 @@ class ModelSpec:
         return not self.is_http
 
     @property
-    def gives_hidden_states(self) -> bool:
-        """Whether its backend returns a middle layer's hidden states (SeaKR): only transformers does."""
-        return self.is_local and self.options.backend == "transformers"
+    def most_capabilities(self) -> Capabilities | None:
+        """The most its backend can give, known before loading (``BACKEND_CAPABILITIES``); None for
+        a server's model, whose capabilities are the server's to say."""
+        return BACKEND_CAPABILITIES[self.options.backend] if self.is_local else None
 
     @property
     def base(self) -> str:

@@ -213,20 +213,32 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
 
 
 def capable_runs(runs: list[RunSpec], model: str) -> list[RunSpec]:
-    """``runs`` with each row whose method reads hidden states, which the command's ``model``
-    cannot give on its backend (llama.cpp), moved to the same weights on transformers and labelled
-    so; a row that names its own model, and every row under a server's model, stay as they are."""
+    """``runs`` with each row whose method needs what the command's ``model`` cannot give on its
+    backend (hidden states on llama.cpp), moved to the same weights on a backend that gives it and
+    labelled so; a row that names its own model, and every row under a server's model, stay as they are."""
     from dataclasses import replace
 
+    from dynrag.lm.base import BACKEND_CAPABILITIES
     from dynrag.lm.spec import ModelSpec
     from dynrag.methods.registry import method_traits
 
     spec = ModelSpec.parse(model)
-    if spec.gives_hidden_states or not spec.is_local:
+    able = spec.most_capabilities
+    if able is None:
         return runs
-    moved = str(spec.with_options(backend="transformers"))
-    return [replace(s, model=moved, label=f"{s.label} (transformers backend)")
-            if s.model is None and method_traits(s.method).needs_hidden_states else s for s in runs]
+
+    def moved(run: RunSpec) -> RunSpec:
+        if run.model is not None or run.published_only:
+            return run
+        traits = method_traits(run.method)
+        if traits.runs_on(able):
+            return run
+        for backend, offers in BACKEND_CAPABILITIES.items():
+            if traits.runs_on(offers):
+                return replace(run, model=str(spec.with_options(backend=backend)), label=f"{run.label} ({backend} backend)")
+        return run  # no backend gives it: the run refuses with its own message
+
+    return [moved(r) for r in runs]
 
 
 def apply_tunes(table: Table, tuned: list[Path]) -> list[str]:
