@@ -49,7 +49,7 @@ def test_a_dataset_outside_the_paper_runs_with_the_settings_it_borrows():
     assert {r.dataset for r in musique} == {"musique"}
     table = TABLES.open("dragin-table2")
     assert table.datasets[-1] == "musique" and "musique" not in table.published_cells
-    assert any(r.startswith("musique is not in the paper: its runs use hotpotqa's") for r in table.remarks)
+    assert table.dataset_remarks["musique"].startswith("musique is not in the paper: its runs use hotpotqa's")
 
 
 def request(tmp_path: Path, table: str, **kw) -> ReproduceRequest:
@@ -148,6 +148,10 @@ def test_no_run_shows_the_published_numbers_only(tmp_path):
     assert not (tmp_path / "runs").exists()
     assert ", all questions, scorer" in render(reproduce(request(tmp_path, "dragin-table2", run=False, limit=None),
                                                           progress=False))
+    remark = "musique is not in the paper: its runs use hotpotqa's"
+    assert "## musique" in text and remark in text  # shown, without data: its cells are dashes
+    alone = render(reproduce(request(tmp_path, "dragin-table2", run=False, datasets=["hotpotqa"]), progress=False))
+    assert "## musique" not in alone and remark not in alone  # a dataset's remark only where it is shown
 
 
 def test_bestpractice_rows_use_the_chain_options(tmp_path):

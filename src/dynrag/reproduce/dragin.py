@@ -80,8 +80,8 @@ def answer_columns(dataset: str) -> list[Column]:
 DRAGIN_DATASETS = ["2wikimultihopqa", "hotpotqa", "strategyqa", "iirc"]
 # Tables 2 and 3 run the paper's datasets and then the borrowed ones.
 TABLE_DATASETS = DRAGIN_DATASETS + list(BORROWED_SETTINGS)
-BORROWED_REMARKS = [f"{ds} is not in the paper: its runs use {src}'s released settings, and it has no published cells."
-                    for ds, src in BORROWED_SETTINGS.items()]
+BORROWED_REMARKS = {ds: f"{ds} is not in the paper: its runs use {src}'s released settings, and it has no published cells."
+                    for ds, src in BORROWED_SETTINGS.items()}
 PAPER_SETTING = "first 1,000 dev questions, BM25 over Wikipedia (100-word passages), top-3"
 
 
@@ -102,7 +102,7 @@ def dragin_table2(options: DraginTableOptions) -> Table:
     return Table(
         "dragin-table2", f"DRAGIN Table 2 ({options.paper_model})", TABLE_DATASETS, runs, answer_columns,
         paper_cells("dragin-table2", options.paper_model), f"{options.paper_model}, {PAPER_SETTING}", scorer="dragin",
-        notes=[published()["tables"]["dragin-table2"]["source"]], paper_corpus=WIKIPEDIA_BM25, remarks=BORROWED_REMARKS,
+        notes=[published()["tables"]["dragin-table2"]["source"]], paper_corpus=WIKIPEDIA_BM25, dataset_remarks=BORROWED_REMARKS,
         after=lambda results: table2_claims(runs, results),
     )
 
@@ -115,5 +115,5 @@ def dragin_table3(options: DraginTableOptions) -> Table:
         dragin_runs(options.paper_model, TABLE_DATASETS, keys),
         lambda ds: [Column("retrievals/question", "retrievals_per_question", "retrievals", 2)],
         paper_cells("dragin-table3", options.paper_model), f"{options.paper_model}, {PAPER_SETTING}", scorer="dragin",
-        notes=[published()["tables"]["dragin-table3"]["source"]], paper_corpus=WIKIPEDIA_BM25, remarks=BORROWED_REMARKS,
+        notes=[published()["tables"]["dragin-table3"]["source"]], paper_corpus=WIKIPEDIA_BM25, dataset_remarks=BORROWED_REMARKS,
     )

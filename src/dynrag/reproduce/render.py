@@ -88,7 +88,7 @@ def render_lines(report: dict[str, Any]) -> list[str]:
             lines += ["", f"Our questions: {', '.join(str(n) for n in sorted(n_seen - {None}))}."]
     if table.after is not None:
         lines += table.after(results)
-    for remark in table.remarks:
+    for remark in table.remarks + [table.dataset_remarks[ds] for ds in shown if ds in table.dataset_remarks]:
         lines += ["", remark]
     lines += ["", *(f"Source: {n}" for n in table.notes)]
     return lines

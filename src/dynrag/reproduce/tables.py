@@ -76,6 +76,7 @@ class Table:
     notes: list[str] = field(default_factory=list)  # printed as "Source: ..."
     paper_corpus: str | None = None  # what the paper retrieved from, when it is not what `contexts` pools
     remarks: list[str] = field(default_factory=list)  # printed as they are, after the tables
+    dataset_remarks: dict[str, str] = field(default_factory=dict)  # dataset -> a remark printed only when it is shown
     # The request with what the table finds for itself (data file, corpus), before anything runs.
     prepare: Callable[[Any], Any] | None = None
     # Lines computed from the results ({(dataset, row key): summary or None}), after the tables.
