@@ -33,6 +33,7 @@ def test_the_dragin_rows_run_at_the_tuned_theta_and_the_table_prints_it(tmp_path
     assert [c["options"]["theta"] for c, _, _ in built] == [1.4]
     text = render(report)
     assert f"Tuned: dragin at theta=1.4 (from {tuned}, trial" in text
+    assert "in place of the rows' theta=1.2 (hotpotqa)." in text  # the released setting it replaced
     assert "| DRAGIN (tuned theta=1.4) |" in text
 
 

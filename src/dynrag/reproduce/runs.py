@@ -174,8 +174,8 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
     elif req.world is not None:
         raise ConfigError(f"--world: table {req.table!r} does not read a world (world, world-figure8, "
                           "deeprag-figure3, deeprag-figure5, deeprag-figure6 and dynamic-family do)")
-    tunes = apply_tunes(table, req.tuned)
     found, missing = find_data(table, req)
+    tunes = apply_tunes(table, req.tuned, shown={*found, *missing})
     for ds, why in missing.items():
         console.print(f"[yellow]{ds}: {why}; its rows are left out[/yellow]")
     results: dict[tuple[str, str], dict[str, Any] | None] = {}
@@ -241,9 +241,10 @@ def capable_runs(runs: list[RunSpec], model: str) -> list[RunSpec]:
     return [moved(r) for r in runs]
 
 
-def apply_tunes(table: Table, tuned: list[Path]) -> list[str]:
+def apply_tunes(table: Table, tuned: list[Path], shown: set[str] | None = None) -> list[str]:
     """Each row a tune applies to (its method, and every option the tune held fixed) runs at the
-    tune's best values, its label saying so; one line per tune for the table's header."""
+    tune's best values, its label saying so; one line per tune for the table's header, naming the
+    settings it replaced on the ``shown`` datasets (default: all)."""
     from dataclasses import replace
 
     from dynrag.tune.tuned import read_tuned
@@ -258,11 +259,16 @@ def apply_tunes(table: Table, tuned: list[Path]) -> list[str]:
         if tune.retriever_options:
             raise ConfigError(f"--tuned {directory}: tuned retriever options ({', '.join(tune.retriever_options)}); "
                               "give them to reproduce as --retriever-option")
-        shown = ", ".join(f"{k}={v}" for k, v in tune.options.items())
+        values = ", ".join(f"{k}={v}" for k, v in tune.options.items())
+        replaced: dict[str, list[str]] = {}  # the rows' own settings (the published ones) -> their datasets
         for i in hits:
             spec = table.runs[i]
-            table.runs[i] = replace(spec, options={**spec.options, **tune.options}, label=f"{spec.label} (tuned {shown})")
-        lines.append(f"Tuned: {tune.method} at {tune.describe()}.")
+            own = ", ".join(f"{k}={spec.options.get(k, 'default')}" for k in tune.options)
+            if shown is None or spec.dataset in shown:
+                replaced.setdefault(own, []).append(spec.dataset)
+            table.runs[i] = replace(spec, options={**spec.options, **tune.options}, label=f"{spec.label} (tuned {values})")
+        instead = "; ".join(f"{own} ({', '.join(dict.fromkeys(datasets))})" for own, datasets in replaced.items())
+        lines.append(f"Tuned: {tune.method} at {tune.describe()}" + (f", in place of the rows' {instead}." if instead else "."))
     return lines
 
 
