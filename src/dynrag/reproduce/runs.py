@@ -247,6 +247,7 @@ def apply_tunes(table: Table, tuned: list[Path], shown: set[str] | None = None) 
     settings it replaced on the ``shown`` datasets (default: all)."""
     from dataclasses import replace
 
+    from dynrag.methods.registry import parse_options
     from dynrag.tune.tuned import read_tuned
 
     lines = []
@@ -263,7 +264,8 @@ def apply_tunes(table: Table, tuned: list[Path], shown: set[str] | None = None) 
         replaced: dict[str, list[str]] = {}  # the rows' own settings (the published ones) -> their datasets
         for i in hits:
             spec = table.runs[i]
-            own = ", ".join(f"{k}={spec.options.get(k, 'default')}" for k in tune.options)
+            resolved = parse_options(spec.method, dict(spec.options)).model_dump()  # a default shown as its value
+            own = ", ".join(f"{k}={resolved.get(k)}" for k in tune.options)
             if shown is None or spec.dataset in shown:
                 replaced.setdefault(own, []).append(spec.dataset)
             table.runs[i] = replace(spec, options={**spec.options, **tune.options}, label=f"{spec.label} (tuned {values})")
