@@ -44,3 +44,17 @@ def test_a_tune_of_other_fixed_options_applies_to_no_row(tmp_path):
                   method_factory=factory(answers()), progress=False)
     with pytest.raises(ConfigError, match="not a finished tune"):
         reproduce(request(tmp_path, "dragin-table2", tuned=[tmp_path]), method_factory=factory(answers()), progress=False)
+
+
+def test_a_tuned_table_gets_a_record_of_its_own(tmp_path):
+    """The rows at tuned values are another setting: their record never replaces the published ones'."""
+    from dynrag.reproduce.record_build import RunContext, table_record
+    from dynrag.reproduce.render import render_lines
+
+    tuned = tune_dir(tmp_path, "reference")
+    ids = []
+    for given in ([], [tuned]):
+        report = reproduce(request(tmp_path, "dragin-table2", datasets=["hotpotqa"], rows=["dragin"], tuned=given),
+                           method_factory=factory(answers()), progress=False)
+        ids.append(table_record(report, render_lines(report), RunContext("dynrag reproduce", 1.0, None, None)).id)
+    assert ids[1] == f"{ids[0]}.tuned-tune-reference"

@@ -97,6 +97,8 @@ def record_id(table: Table, req: ReproduceRequest, model: str, datasets: Sequenc
         parts.append("-".join(f"{k}={v}" for k, v in sorted(req.options.items())))
     if req.rows:
         parts.append("rows-" + "+".join(req.rows))
+    if req.tuned:  # rows at tuned values are another setting: never the record of the published ones
+        parts.append("tuned-" + "+".join(Path(d).name for d in req.tuned))
     return ".".join(slug(p.replace("+", "_")) for p in parts)
 
 
