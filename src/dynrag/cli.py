@@ -100,6 +100,24 @@ def _load_lm_with_status(spec):
         return load_lm(spec)
 
 
+def _with_contexts(source: Path, pairs: list[str]) -> tuple[Iterator, int, list[Path]]:
+    """The corpus's passages followed by the benchmark files' paragraphs it lacks, how many, and the files."""
+    from itertools import chain
+
+    from dynrag.corpus import read_passages
+    from dynrag.datasets.added_contexts import contexts_to_add
+
+    files = []
+    for pair in pairs:  # not a dict: two files of one dataset (train slices) may both be given
+        dataset, sep, path = pair.partition("=")
+        if not sep or not dataset.strip() or not path.strip():
+            raise DynragError(f"--add-contexts {pair!r}: expected DATASET=FILE, e.g. hotpotqa=train.json")
+        files.append((dataset.strip(), Path(path.strip())))
+    added = contexts_to_add(files, (p.text for p in read_passages(source)))
+    console.print(Text(f"adding {len(added):,} context paragraphs of {', '.join(str(f) for _, f in files)}"))
+    return chain(read_passages(source), added), len(added), [f for _, f in files]
+
+
 @app.command()
 def index(
     source: Path = typer.Argument(..., metavar="SOURCE", help="JSONL {id,title,text}, DPR-style TSV, or a folder of .txt/.md"),
@@ -116,6 +134,7 @@ def index(
     shards: int = typer.Option(1, "--shards", metavar="N", help="--engine opensearch: primary shards of a new index."),
     replicas: int = typer.Option(0, "--replicas", metavar="N", help="--engine opensearch: replicas of a new index."),
     replace: bool = typer.Option(False, "--replace", help="--engine opensearch: delete an existing index of that name first."),
+    add_contexts: list[str] = typer.Option([], "--add-contexts", metavar="DATASET=FILE", help="Also index a benchmark file's context paragraphs that the corpus does not hold (same text, whitespace aside), e.g. to tune on train questions over the corpus you evaluate with (repeatable)."),
     progress: bool = progress_flag(),
 ) -> None:
     """Build a BM25 index from a corpus: a local one (with --dense, its dense part too) or, with
@@ -135,6 +154,10 @@ def index(
             raise DynragError("--embedding-model applies to the dense part: add --dense")
         passages = read_passages(source)  # checks the path now
         total = count_records(source) if spec.kind == "none" else None
+        context_files: list[Path] = []
+        if add_contexts:
+            passages, added, context_files = _with_contexts(source, add_contexts)
+            total = total + added if total is not None else None
         if engine == "opensearch":
             _index_opensearch(source, passages, spec, dense, out, url, name, k1, b, batch_size, shards, replicas,
                               replace, total, progress)
@@ -149,6 +172,8 @@ def index(
         # BM25 and dense parts are built in one temporary directory that replaces OUT only when
         # both are complete: an interrupted build (kill -9 while embedding too) keeps the old index.
         stamps = source_stamps(source)  # before reading: an edit during the build shows next time
+        if context_files:
+            stamps["added_contexts"] = [source_stamps(f) for f in context_files]
         try:
             manifest, dm = build_index(passages, out, embedder=embedder, chunk=spec, progress=progress, total=total,
                                        sources=stamps)
