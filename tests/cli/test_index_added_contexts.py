@@ -29,6 +29,11 @@ def test_the_paragraphs_the_corpus_lacks_are_indexed_once_beside_it(tmp_path):
     assert index.search("Which river flows through Lyon", 1)[0].title == "Lyon"
     manifest = json.loads((out / "manifest.json").read_text())
     assert [s["path"] for s in manifest["sources"]["added_contexts"]] == [str(dev.absolute())] * 2
+    from dynrag.corpus.readers import changed_sources
+
+    assert changed_sources(manifest["sources"]) == []
+    dev.write_text(dev.read_text() + " ", encoding="utf-8")  # the train file changes after the build
+    assert changed_sources(manifest["sources"]) == [f"{dev.name}: {dev.stat().st_size - 1:,} -> {dev.stat().st_size:,} bytes"] * 2
 
 
 def test_a_bad_pair_or_dataset_is_one_line_naming_it(tmp_path):

@@ -123,6 +123,8 @@ def changed_sources(recorded: dict) -> list[str]:
         elif new["mtime_ns"] != old.get("mtime_ns") and not same_content(root, name, old):
             changes.append(f"{name} modified")
     changes += [f"{name} added" for name in now if name not in then]
+    # benchmark files whose paragraphs `dynrag index --add-contexts` put in the index
+    changes += [c for added in recorded.get("added_contexts") or [] for c in changed_sources(added)]
     return changes
 def same_content(root: Path, name: str, recorded: dict) -> bool:
     """Whether a file whose time changed still holds what was recorded (False when no hash was)."""
