@@ -165,4 +165,4 @@ def test_a_loaded_model_never_claims_more_than_its_backend_declares(smollm2):
 
     declared = asdict(BACKEND_CAPABILITIES["llama.cpp"])
     assert all(declared[k] or not v for k, v in asdict(smollm2.capabilities).items())
-    assert smollm2.capabilities.attention and not smollm2.capabilities.hidden_states
+    assert smollm2.capabilities.attention and smollm2.capabilities.hidden_states

@@ -98,5 +98,6 @@ def test_every_backend_declares_what_it_can_give_before_loading():
     assert set(BACKEND_CAPABILITIES) == set(get_args(ModelOptions.model_fields["backend"].annotation))
     assert ModelSpec.parse("bundled").most_capabilities.hidden_states
     on_llama = ModelSpec.parse("hf:d#m.gguf?backend=llama.cpp").most_capabilities
-    assert on_llama.attention and on_llama.logprobs and not on_llama.hidden_states
+    assert on_llama.attention and on_llama.logprobs and on_llama.hidden_states
+    assert not on_llama.text_logprobs  # what llama.cpp cannot give: log p of a given text
     assert ModelSpec.parse("openai:http://127.0.0.1:9/v1#m").most_capabilities is None  # the server's to say

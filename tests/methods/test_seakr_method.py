@@ -95,16 +95,17 @@ def test_the_reference_variant_cuts_its_query_to_64_tokens_and_retrieves_too(lm)
 
 def test_backends_without_hidden_states_are_refused_in_one_line():
     assert method_traits("seakr").needs_hidden_states and not method_traits("seakr").runs_on(TextOnly.capabilities)
-    with pytest.raises(ConfigError, match=r"method 'seakr' needs the hidden states .*openai:http.* transformers") as e:
+    with pytest.raises(ConfigError, match=r"method 'seakr' needs the hidden states .*openai:http.*"
+                       r"on transformers or backend=llama\.cpp") as e:
         build_method("seakr", TextOnly(), FakeRetriever(HITS))
     assert "\n" not in str(e.value)
 
-    class LlamaCppLike(TextOnly):  # what backend=llama.cpp declares: attention, no hidden states
-        name = "hf:model.gguf?backend=llama.cpp"
+    class AttentionOnly(TextOnly):  # a backend with attention but no hidden states
+        name = "hf:model"
         capabilities = Capabilities(attention=True, logprobs=True, attention_pass=True)
 
-    with pytest.raises(ConfigError, match=r"method 'seakr' needs the hidden states .*backend=llama.cpp"):
-        build_method("seakr", LlamaCppLike(), FakeRetriever(HITS))
+    with pytest.raises(ConfigError, match=r"method 'seakr' needs the hidden states .*'hf:model'"):
+        build_method("seakr", AttentionOnly(), FakeRetriever(HITS))
     with pytest.raises(ConfigError, match="hidden states"):
         TextOnly().sample_hidden_states("p", 2, None, 4)
 

@@ -282,10 +282,16 @@ def test_an_unknown_row_is_the_first_and_only_thing_said(tmp_path, table, rows):
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_row_that_reads_hidden_states_runs_on_transformers_when_the_command_names_llama_cpp(tmp_path):
+def test_a_row_whose_method_the_backend_cannot_serve_moves_to_one_that_can(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from dynrag.lm.base import BACKEND_CAPABILITIES
     from dynrag.reproduce.runs import capable_runs, run_dir
 
     table = TABLES.open("dynamic-family")
+    # llama.cpp reads hidden states too, so every row stays; a llama.cpp without them shows the move
+    assert capable_runs(table.runs, "bundled:qwen2.5-0.5b?backend=llama.cpp") == table.runs
+    monkeypatch.setitem(BACKEND_CAPABILITIES, "llama.cpp", replace(BACKEND_CAPABILITIES["llama.cpp"], hidden_states=False))
     rows = capable_runs(table.runs, "bundled:qwen2.5-0.5b?backend=llama.cpp&kv_slots=2")
     moved = [r for r in rows if r.model is not None]
     assert {r.method for r in moved} == {"seakr"} and len(moved) == len(table.datasets)

@@ -165,7 +165,8 @@ class Capabilities:
 BACKEND_CAPABILITIES: dict[str, Capabilities] = {
     "transformers": Capabilities(attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True,
                                  text_logprobs=True, hidden_states=True),
-    "llama.cpp": Capabilities(attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True),
+    "llama.cpp": Capabilities(attention=True, logprobs=True, attention_pass=True, next_token_logprobs=True,
+                              hidden_states=True),
 }
 
 

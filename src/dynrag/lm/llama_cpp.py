@@ -10,7 +10,8 @@ exact (not the top-k estimate an HTTP server allows). Stop strings, ``stop_after
 Attention is read from llama.cpp's own graph (lm/llama_graph_attention.py): the last layer's
 softmax is observed while a token is decoded, so DRAGIN's rows come from the same quantised
 weights that chose the tokens. A pass over given tokens (DRAGIN's reference variant) runs in a
-scratch context of the same model, so the decoding context keeps its cache. What it cannot give:
+scratch context of the same model, so the decoding context keeps its cache. So do SeaKR's sampled
+continuations, whose middle-block states are read from the same graph (lm/llama_hidden.py). What it cannot give:
 the log-probabilities of a whole given text. ``Capabilities`` say so, and methods that need them
 refuse this backend with one line.
 
@@ -29,7 +30,8 @@ from typing import Sequence
 import numpy as np
 
 from dynrag.errors import ConfigError, DynragError
-from dynrag.lm.base import BACKEND_CAPABILITIES, Generation, PrefillCounts, Prompt, PromptTokens, WithoutOptionalCapabilities
+from dynrag.lm.base import (BACKEND_CAPABILITIES, Generation, HiddenSamples, PrefillCounts, Prompt, PromptTokens,
+                            WithoutOptionalCapabilities)
 from dynrag.lm.chat import PromptStyle, choose_style, frame_from, jinja_renderer
 from dynrag.lm.llama_graph_attention import LlamaGraphReader, square
 from dynrag.lm.spec import ModelSpec
@@ -95,6 +97,7 @@ class LlamaCppLM(WithoutOptionalCapabilities):
         self.chat_frame = frame_from(jinja_renderer(template)) if template else None
         self.prompt_style: PromptStyle = choose_style(prompt, preferred_style, self.chat_frame)
         self._counts = PrefillCounts()
+        self._sampler = None  # LlamaHiddenSampler, made on the first sample_hidden_states()
 
     @property
     def prefill_counts(self) -> PrefillCounts:
@@ -277,6 +280,27 @@ class LlamaCppLM(WithoutOptionalCapabilities):
         text = Prompt.of(prompt).text
         logprobs = log_softmax(self._logits_after(self.tokenize(text, bos=self._bos)))
         return np.asarray([logprobs[self.first_token_id(c)] for c in candidates], dtype=np.float64)
+
+    def sample_hidden_states(self, prompt: str | Prompt, n: int, layer: int | None, max_new_tokens: int, *,
+                             stop: Sequence[str] = (), representation: str = "ffn", temperature: float = 1.0,
+                             top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> HiddenSamples:
+        """``n`` continuations sampled together in a scratch context, with a block's state read
+        from llama.cpp's graph at the EOS fed after each (lm/llama_hidden.py)."""
+        from dynrag.lm.llama_hidden import LlamaHiddenSampler
+
+        if self._sampler is None:
+            self._sampler = LlamaHiddenSampler(self.llama)
+        prompt_ids = self.prompt_tokens(Prompt.of(prompt))[0]
+        if len(prompt_ids) + max_new_tokens > self.context_window:
+            raise DynragError(
+                f"model {self.name!r}: a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new ones "
+                f"exceed its context of {self.context_window}"
+            )
+        logits = self._logits_after(prompt_ids)  # the decoding context now holds the prompt alone
+        return self._sampler.sample(prompt_ids, logits, n=n, layer=layer, max_new_tokens=max_new_tokens, stop=stop,
+                                    representation=representation, temperature=temperature, top_k=top_k, top_p=top_p,
+                                    seed=seed, ends=self._ends_turn, eos_feed=int(self.llama.token_eos()),
+                                    decode=self.decode)
 
 
 def load_llama_cpp(spec: ModelSpec, path: Path, preferred_style: PromptStyle = "plain") -> LlamaCppLM:

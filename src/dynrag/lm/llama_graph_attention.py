@@ -129,38 +129,68 @@ def shape_problem(name: str, ne: Sequence[int], n_head: int) -> str | None:
             f"(n_kv cells, a row per token, a slice per head; {FIX})")
 
 
-class GraphAttention:
-    """The eval callback that reads the last layer's ``kq_soft_max`` rows while it is armed (see
-    ``evaluate``); one per model, shared by its contexts."""
+class GraphTap:
+    """An eval callback that takes one named graph tensor each time it is computed while armed
+    (``armed``); what taking it means is the subclass's ``_take``. One per model, shared by its
+    contexts."""
 
-    def __init__(self, n_layer: int, n_head: int):
+    def __init__(self, name: str = ""):
         import llama_cpp
 
-        self.name = f"kq_soft_max-{n_layer - 1}"
-        self.n_head = n_head
-        self._key = self.name.encode() + b"\0"
-        self._rows: list[np.ndarray] | None = None
-        self._next = 0
-        self._per_head = False
+        self.name = name  # sets the key asked about (a property: the callback runs for every graph node)
+        self._armed = False
         self._error: str | None = None
         self._layout_checked = False
         # Kept here: ctypes frees a callback's C trampoline with its Python object.
         self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._on_tensor)
 
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self._name, self._key = name, name.encode() + b"\0"
+
     def _on_tensor(self, address: int, ask: bool, _user_data: Any) -> bool:
         if ask:
-            return self._rows is not None and ctypes.string_at(address + NAME_OFFSET, len(self._key)) == self._key
+            return self._armed and ctypes.string_at(address + NAME_OFFSET, len(self._key)) == self._key
         try:
             if self._error is None:
+                if not self._layout_checked:
+                    check_layout(address)
+                    self._layout_checked = True
                 self._take(address)
         except Exception as exc:  # an exception cannot cross the C callback: it is raised after the evaluation
             self._error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return True  # False would stop the rest of the graph
 
     def _take(self, address: int) -> None:
-        if not self._layout_checked:
-            check_layout(address)
-            self._layout_checked = True
+        raise NotImplementedError
+
+    def armed(self, run: Callable[[], None]) -> None:
+        """``run`` with the tensor taken; what went wrong in the callback is raised here."""
+        self._armed, self._error = True, None
+        try:
+            run()
+        finally:
+            self._armed = False
+        if self._error is not None:
+            raise DynragError(self._error)
+
+
+class GraphAttention(GraphTap):
+    """The eval callback that reads the last layer's ``kq_soft_max`` rows while it is armed (see
+    ``evaluate``); one per model, shared by its contexts."""
+
+    def __init__(self, n_layer: int, n_head: int):
+        super().__init__(f"kq_soft_max-{n_layer - 1}")
+        self.n_head = n_head
+        self._rows: list[np.ndarray] = []
+        self._next = 0
+        self._per_head = False
+
+    def _take(self, address: int) -> None:
         tensor = GgmlTensor.from_address(address)
         problem = shape_problem(self.name, tensor.ne, self.n_head)
         if problem:
@@ -177,7 +207,6 @@ class GraphAttention:
                 f"{int((mask[wrong] > -np.inf).sum())} KV cells, not cells 0..{positions[wrong]} "
                 f"(one sequence held in position order is expected; {FIX})")
         probs = tensor_array(address)[0]
-        assert self._rows is not None
         self._rows.extend(rows_of(probs, positions, self._per_head))
         self._next += n_tokens
 
@@ -185,13 +214,8 @@ class GraphAttention:
                  per_head: bool = False) -> list[np.ndarray]:
         """The rows of the ``n_tokens`` tokens that ``run`` evaluates from ``first_position`` on."""
         rows: list[np.ndarray] = []
-        self._rows, self._next, self._per_head, self._error = rows, first_position, per_head, None
-        try:
-            run()
-        finally:
-            self._rows = None
-        if self._error is not None:
-            raise DynragError(self._error)
+        self._rows, self._next, self._per_head = rows, first_position, per_head
+        self.armed(run)
         if len(rows) != n_tokens:
             raise DynragError(
                 f"llama.cpp tensor {self.name}: {len(rows)} attention rows for {n_tokens} tokens evaluated "

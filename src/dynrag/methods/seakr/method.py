@@ -67,9 +67,8 @@ class Seakr(IterativeMethod):
     Options: ClassVar[type] = SeakrOptions
 
     def __init__(self, lm, builder, options, retriever):
-        instead = ("use a local transformers model (--model bundled or hf:PATH, without backend=llama.cpp), "
-                   "the backend that returns hidden states; or flare or dragin, which decide from token probabilities "
-                   "and attention")
+        instead = ("use a local model (--model bundled or hf:PATH, on transformers or backend=llama.cpp), whose "
+                   "hidden states are read; or flare or dragin, which decide from token probabilities and attention")
         require(lm, "hidden_states", needed_by="method 'seakr'", instead=instead)
         require(lm, "logprobs", needed_by="method 'seakr'", instead=instead)
         super().__init__(lm, builder, options, retriever)
