@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from dynrag.errors import ConfigError
-from dynrag.lm.llama_hidden import cells_needed, resolve_layer
+from dynrag.lm.base import Prompt
+from dynrag.lm.hidden import resolve_layer
+from dynrag.lm.llama_hidden import cells_needed
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make test builds it)")
 
@@ -35,7 +37,6 @@ def smollm2():
 def single_pass_state(lm, ids, name):
     """The tensor ``name``'s row for the last of ``ids``, from one pass over them alone in a fresh
     context of one sequence: the reference a batched row must match."""
-    import llama_cpp
     from llama_cpp import _internals
 
     from dynrag.lm.llama_hidden import GraphRows
@@ -52,13 +53,13 @@ def single_pass_state(lm, ids, name):
     finally:
         batch.close()
         context.close()
-        assert llama_cpp  # imported for its library
 
 
 @pytest.mark.slow
 def test_one_greedy_row_is_the_greedy_generation(smollm2):
-    """One row decodes from the prompt's cache as ``generate`` does, so it writes the same tokens. With more rows it need not: each row's own tokens sit in other KV
-    cells, so its attention sums in another order, and where two tokens nearly tie the rows part."""
+    """One row decodes from the prompt's cache as ``generate`` does, so it writes the same tokens.
+    With more rows it need not: each row's own tokens sit in other KV cells, so its attention sums
+    in another order, and where two tokens nearly tie the rows part."""
     greedy = smollm2.generate(PROMPT, 12, stop=("\n",))
     (text,) = smollm2.sample_hidden_states(PROMPT, 1, None, 12, stop=("\n",), temperature=0).texts
     assert text == greedy.text and text.strip()
@@ -70,18 +71,12 @@ def test_each_row_reads_the_state_a_single_pass_over_its_tokens_reads(smollm2, r
     samples = smollm2.sample_hidden_states(PROMPT, 5, None, 12, stop=("\n",), representation=representation,
                                            temperature=1.0, top_k=50, top_p=0.9, seed=3)
     assert samples.states.shape == (5, 576) and samples.states.dtype == np.float32
-    prompt_ids = smollm2.prompt_tokens(smollm2_prompt(PROMPT))[0]
+    prompt_ids = smollm2.prompt_tokens(Prompt.of(PROMPT))[0]
     for ids, text, state in zip(samples.token_ids, samples.texts, samples.states):
         assert text.startswith(smollm2.decode(ids))  # the token that ended a row is in its text, not its ids
         want = single_pass_state(smollm2, [*prompt_ids, *ids, int(smollm2.llama.token_eos())], tensor)
         cosine = float(want @ state / np.linalg.norm(want) / np.linalg.norm(state))
         assert cosine > 0.999, (text, cosine)
-
-
-def smollm2_prompt(text):
-    from dynrag.lm.base import Prompt
-
-    return Prompt.of(text)
 
 
 @pytest.mark.slow
@@ -123,7 +118,8 @@ def test_seakr_answers_and_retrieves_on_llama_cpp(smollm2, tmp_path):
     from dynrag.retrieval.bm25 import BM25Index
 
     BM25Index.build(read_passages(demo_passages_path()), tmp_path / "index", progress=False)
-    options = {"max_new_tokens": 32, "samples": 3, "max_steps": 1, "max_step_tokens": 16, "threshold": -1e9}  # it retrieves
+    # a threshold below every score: the step retrieves
+    options = {"max_new_tokens": 32, "samples": 3, "max_steps": 1, "max_step_tokens": 16, "threshold": -1e9}
     method = build_method("seakr", smollm2, BM25Index.load(tmp_path / "index"), options,
                           PromptBuilder.for_dataset("default"))
     answer = method.answer(load_demo_questions()[0].question)

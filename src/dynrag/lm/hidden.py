@@ -39,17 +39,26 @@ def decoder_blocks(model: Any) -> Any:
     return blocks
 
 
-def middle_block(model: Any) -> int:
+def middle_index(count: int) -> int:
     """The block SeaKR reads by default: 15 (0-based) of Llama-2-7B's 32, i.e. ``L // 2 - 1``."""
-    return max(0, len(decoder_blocks(model)) // 2 - 1)
+    return max(0, count // 2 - 1)
 
 
-def resolve_block(model: Any, layer: int | None) -> int:
-    count = len(decoder_blocks(model))
-    chosen = middle_block(model) if layer is None else layer
+def resolve_layer(count: int, layer: int | None) -> int:
+    """``layer``, or the middle block when None; an error naming the range when a model of
+    ``count`` blocks has no such block."""
+    chosen = middle_index(count) if layer is None else layer
     if not 0 <= chosen < count:
         raise ConfigError(f"layer={layer}: this model has decoder blocks 0..{count - 1}")
     return chosen
+
+
+def middle_block(model: Any) -> int:
+    return middle_index(len(decoder_blocks(model)))
+
+
+def resolve_block(model: Any, layer: int | None) -> int:
+    return resolve_layer(len(decoder_blocks(model)), layer)
 
 
 def candidates(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -29,23 +29,12 @@ import numpy as np
 
 from dynrag.errors import ConfigError, DynragError
 from dynrag.lm.base import HiddenSamples
+from dynrag.lm.hidden import resolve_layer
 from dynrag.lm.llama_graph_attention import GraphTap, tensor_array
 
 GRAPH_NAMES = {"ffn": "ffn_out", "residual": "l_out"}
 # Cells the scratch context grows by (llama.cpp pads contexts to 256).
 CELL_STEP = 256
-
-
-def middle_layer(n_layer: int) -> int:
-    """The block SeaKR reads by default, as on transformers: ``L // 2 - 1``."""
-    return max(0, n_layer // 2 - 1)
-
-
-def resolve_layer(n_layer: int, layer: int | None) -> int:
-    chosen = middle_layer(n_layer) if layer is None else layer
-    if not 0 <= chosen < n_layer:
-        raise ConfigError(f"layer={layer}: this model has decoder blocks 0..{n_layer - 1}")
-    return chosen
 
 
 def cells_needed(prompt_tokens: int, n: int, max_new_tokens: int) -> int:
@@ -73,8 +62,8 @@ class GraphRows(GraphTap):
         rows = self._rows
         if len(rows) != 1 or rows[0].shape[0] != n_tokens:
             got = "no such tensor" if not rows else f"{sum(r.shape[0] for r in rows)} rows in {len(rows)} tensors"
-            raise DynragError(f"llama.cpp tensor {name}: {got} for a batch of {n_tokens} tokens "
-                              "(another llama.cpp build may name it otherwise; use backend=transformers for hidden states)")
+            raise DynragError(f"llama.cpp tensor {name}: {got} for a batch of {n_tokens} tokens (another llama.cpp "
+                              "build may name it otherwise; use backend=transformers for hidden states)")
         return rows[0]
 
 
@@ -136,8 +125,8 @@ class LlamaHiddenSampler:
         raw = llama_cpp.llama_get_logits_ith(context.ctx, batch_index)
         return np.ctypeslib.as_array(raw, shape=(int(self.llama.n_vocab()),)).copy()
 
-    def sample(self, prompt_ids: list[int], logits: np.ndarray, *, n: int, layer: int | None, max_new_tokens: int, stop: Sequence[str],
-               representation: str, temperature: float, top_k: int, top_p: float, seed: int,
+    def sample(self, prompt_ids: list[int], logits: np.ndarray, *, n: int, layer: int | None, max_new_tokens: int,
+               stop: Sequence[str], representation: str, temperature: float, top_k: int, top_p: float, seed: int,
                ends: Callable[[int], bool], eos_feed: int, decode: Callable[[list[int]], str]) -> HiddenSamples:
         """``n`` continuations of ``prompt_ids``, which the decoding context holds (and nothing
         else), whose next-token ``logits`` are given; the chosen block's state at the EOS fed after
