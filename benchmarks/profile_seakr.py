@@ -5,7 +5,8 @@ and the share of row-steps whose row was still writing (what dropping finished r
     python benchmarks/profile_seakr.py eval --method seakr --dataset world --data TEST.jsonl \
         --corpus INDEX --model hf:READER --limit 1 --out /tmp/seakr-prof
 
-Run it under `python -m cProfile -o OUT.prof` for the call tree as well.
+Run it under `python -m cProfile -o OUT.prof` for the call tree as well. It wraps the transformers
+backend's sampling; benchmarks/bench_seakr_backends.py times both backends' sampling calls.
 """
 
 from __future__ import annotations
