@@ -11,8 +11,8 @@ Attention is read from llama.cpp's own graph (lm/llama_graph_attention.py): the 
 softmax is observed while a token is decoded, so DRAGIN's rows come from the same quantised
 weights that chose the tokens. A pass over given tokens (DRAGIN's reference variant) runs in a
 scratch context of the same model, so the decoding context keeps its cache. So do SeaKR's sampled
-continuations, whose middle-block states are read from the same graph (lm/llama_hidden.py). What it cannot give:
-the log-probabilities of a whole given text. ``Capabilities`` say so, and methods that need them
+continuations, whose middle-block states are read from the same graph (lm/llama_hidden.py). What
+it cannot give: the log-probabilities of a whole given text. ``Capabilities`` say so, and methods that need them
 refuse this backend with one line.
 
 The key/value cache of the previous call is kept: a prompt that shares a token prefix with what

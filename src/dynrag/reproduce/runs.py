@@ -214,8 +214,9 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
 
 def capable_runs(runs: list[RunSpec], model: str) -> list[RunSpec]:
     """``runs`` with each row whose method needs what the command's ``model`` cannot give on its
-    backend (none of today's methods, since llama.cpp reads hidden states too), moved to the same weights on a backend that gives it and
-    labelled so; a row that names its own model, and every row under a server's model, stay as they are."""
+    backend moved to the same weights on a backend that gives it, and labelled so (no method
+    needs this today: both local backends give every trait); a row that names its own model, and
+    every row under a server's model, stay as they are."""
     from dataclasses import replace
 
     from dynrag.lm.base import BACKEND_CAPABILITIES
