@@ -52,6 +52,6 @@ def test_a_row_ends_at_eos_a_stop_string_or_the_limit_and_is_fed_eos_there():
 
 
 def test_the_fed_eos_is_the_tokenizers_own_when_it_ends_a_turn():
-    assert feed_token({5, 7}.__contains__, {5, 7}, 7) == 7
-    assert feed_token({5, 7}.__contains__, {5, 7}, 2) == 5
-    assert feed_token({5, 7}.__contains__, {5, 7}, None) == 5
+    assert feed_token({5, 7}, 7) == 7
+    assert feed_token({5, 7}, 2) == 5
+    assert feed_token({5, 7}, None) == 5

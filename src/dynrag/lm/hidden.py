@@ -135,8 +135,8 @@ class SampledRows:
         self.states[i], self.ended[i] = np.asarray(state, dtype=np.float32), True
 
     def samples(self) -> HiddenSamples:
-        return HiddenSamples(texts=self.texts, states=np.stack(self.states).astype(np.float32),  # type: ignore[arg-type]
-                             token_ids=self.rows)
+        # each state is float32 already (finish)
+        return HiddenSamples(texts=self.texts, states=np.stack(self.states), token_ids=self.rows)  # type: ignore[arg-type]
 
 
 def draw_tokens(logits: torch.Tensor, temperature: float, top_k: int, top_p: float,
@@ -149,9 +149,10 @@ def draw_tokens(logits: torch.Tensor, temperature: float, top_k: int, top_p: flo
     return ids.cpu().gather(-1, chosen)[:, 0]
 
 
-def feed_token(ends: Callable[[int], bool], eos_ids: set[int], preferred: int | None) -> int:
-    """The EOS fed after a finished row: the tokenizer's own when it ends a turn, else the lowest of ``eos_ids``."""
-    return preferred if preferred is not None and (ends(preferred) or not eos_ids) else min(eos_ids)
+def feed_token(eos_ids: set[int], preferred: int | None) -> int:
+    """The EOS fed after a finished row: the tokenizer's own when it is one of ``eos_ids`` (or
+    there are none), else the lowest of them."""
+    return preferred if preferred in eos_ids or not eos_ids else min(eos_ids)
 
 
 def sample_states(model: Any, tokenizer: Any, cache: Any, logits: torch.Tensor, eos_ids: set[int], *, n: int, layer: int,
@@ -163,7 +164,7 @@ def sample_states(model: Any, tokenizer: Any, cache: Any, logits: torch.Tensor, 
     tap = _FeedForwardTap(decoder_blocks(model)[layer]) if representation == "ffn" else None
     generator = torch.Generator(device="cpu").manual_seed(seed)
     ends = eos_ids.__contains__
-    sampled = SampledRows(n, ends, feed_token(ends, eos_ids, tokenizer.eos_token_id), max_new_tokens, stop,
+    sampled = SampledRows(n, ends, feed_token(eos_ids, tokenizer.eos_token_id), max_new_tokens, stop,
                           lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
     cache.batch_repeat_interleave(n)
     step_logits = logits.reshape(1, -1).expand(n, -1)
