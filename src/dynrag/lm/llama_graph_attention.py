@@ -32,8 +32,13 @@ FIX = "use backend=transformers for attention"
 # reports the two together, which checks the struct below against the library's.
 GGML_OBJECT_SIZE = 32
 GGML_DTYPES = {0: np.float32, 1: np.float16}
-# Cells the scratch context for attention passes grows by (llama.cpp pads contexts to 256).
+# Cells a scratch context grows by (llama.cpp pads contexts to 256).
 SCRATCH_STEP = 256
+
+
+def padded_cells(cells: int) -> int:
+    """``cells`` (at least one) rounded up to a whole number of ``SCRATCH_STEP``s."""
+    return -(-max(cells, 1) // SCRATCH_STEP) * SCRATCH_STEP
 
 
 class GgmlTensor(ctypes.Structure):
@@ -291,8 +296,8 @@ class LlamaGraphReader:
         if self._scratch is None or self._scratch.n_ctx() < len(ids):
             if self._scratch is not None:
                 self._scratch.close()
-            cells = -(-max(len(ids), 1) // SCRATCH_STEP) * SCRATCH_STEP
-            self._scratch = _internals.LlamaContext(model=self.llama._model, params=self._params(cells), verbose=False)
+            self._scratch = _internals.LlamaContext(model=self.llama._model, params=self._params(padded_cells(len(ids))),
+                                                    verbose=False)
         context = self._scratch
         llama_cpp.llama_memory_clear(context.memory, True)
         step = int(context.params.n_batch)

@@ -30,18 +30,15 @@ import numpy as np
 from dynrag.errors import ConfigError, DynragError
 from dynrag.lm.base import HiddenSamples
 from dynrag.lm.hidden import resolve_layer
-from dynrag.lm.llama_graph_attention import GraphTap, tensor_array
+from dynrag.lm.llama_graph_attention import GraphTap, padded_cells, tensor_array
 
 GRAPH_NAMES = {"ffn": "ffn_out", "residual": "l_out"}
-# Cells the scratch context grows by (llama.cpp pads contexts to 256).
-CELL_STEP = 256
 
 
 def cells_needed(prompt_tokens: int, n: int, max_new_tokens: int) -> int:
     """KV cells for a prompt shared by ``n`` rows that each add up to ``max_new_tokens`` and the
     EOS read after them, rounded up to llama.cpp's padding."""
-    cells = prompt_tokens + n * (max_new_tokens + 1)
-    return -(-cells // CELL_STEP) * CELL_STEP
+    return padded_cells(prompt_tokens + n * (max_new_tokens + 1))
 
 
 class GraphRows(GraphTap):
@@ -119,11 +116,13 @@ class LlamaHiddenSampler:
             raise DynragError(f"llama.cpp could not copy the prompt's cache ({size} bytes) into the sampling context "
                               "(use backend=transformers for hidden states)")
 
-    def _logits(self, context: Any, batch_index: int) -> np.ndarray:
+    def _logits_view(self, context: Any, batch_index: int) -> np.ndarray:
+        """The batch token's next-token logits in llama.cpp's own buffer: valid until the next
+        decode, so a caller copies what it keeps."""
         import llama_cpp
 
         raw = llama_cpp.llama_get_logits_ith(context.ctx, batch_index)
-        return np.ctypeslib.as_array(raw, shape=(int(self.llama.n_vocab()),)).copy()
+        return np.ctypeslib.as_array(raw, shape=(int(self.llama.n_vocab()),))
 
     def sample(self, prompt_ids: list[int], logits: np.ndarray, *, n: int, layer: int | None, max_new_tokens: int,
                stop: Sequence[str], representation: str, temperature: float, top_k: int, top_p: float, seed: int,
@@ -159,7 +158,7 @@ class LlamaHiddenSampler:
                     if row in ending:
                         sampled.finish(row, states[j])
                     else:
-                        step_logits[row] = torch.from_numpy(self._logits(context, j))
+                        step_logits[row] = torch.from_numpy(self._logits_view(context, j))  # copied in
                 if not sampled.live():
                     break
         finally:
