@@ -173,6 +173,13 @@ class LlamaCppLM(WithoutOptionalCapabilities):
         raw = self.llama._ctx.get_logits()
         return np.ctypeslib.as_array(raw, shape=(int(self.llama.n_vocab()),)).copy()
 
+    def _check_fits(self, prompt_ids: list[int], max_new_tokens: int) -> None:
+        if len(prompt_ids) + max_new_tokens > self.context_window:
+            raise DynragError(
+                f"model {self.name!r}: a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new ones "
+                f"exceed its context of {self.context_window}"
+            )
+
     def _ends_turn(self, token: int) -> bool:
         """End of text, or an instruct model's end-of-turn marker (llama.cpp's end-of-generation set)."""
         if token in self.eos_token_ids:
@@ -210,11 +217,7 @@ class LlamaCppLM(WithoutOptionalCapabilities):
         ``capture_attention`` each token's row is read as it is fed back, so ``stop_when`` sees
         the rows of every token but the newest, as on the transformers backend."""
         prompt_ids, offsets, raw = tokens
-        if len(prompt_ids) + max_new_tokens > self.context_window:
-            raise DynragError(
-                f"model {self.name!r}: a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new ones "
-                f"exceed its context of {self.context_window}"
-            )
+        self._check_fits(prompt_ids, max_new_tokens)
         if capture_attention:
             # before the prompt is evaluated: giving the context its callback empties its cache
             self.attention_graph().attach()
@@ -291,11 +294,7 @@ class LlamaCppLM(WithoutOptionalCapabilities):
         if self._sampler is None:
             self._sampler = LlamaHiddenSampler(self.llama)
         prompt_ids = self.prompt_tokens(Prompt.of(prompt))[0]
-        if len(prompt_ids) + max_new_tokens > self.context_window:
-            raise DynragError(
-                f"model {self.name!r}: a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new ones "
-                f"exceed its context of {self.context_window}"
-            )
+        self._check_fits(prompt_ids, max_new_tokens)
         logits = self._logits_after(prompt_ids)  # the decoding context now holds the prompt alone
         return self._sampler.sample(prompt_ids, logits, n=n, layer=layer, max_new_tokens=max_new_tokens, stop=stop,
                                     representation=representation, temperature=temperature, top_k=top_k, top_p=top_p,
