@@ -49,12 +49,27 @@ def test_a_record_loads_and_round_trips_byte_for_byte(tmp_path):
     before = path.read_bytes()
     write_record(tmp_path / "b", load_record(path))
     assert path.read_bytes() == before  # a rewrite of the same figures changes nothing
+    assert b'"questions"' not in before and b'"scores"' not in before  # written as before scores were kept
+
+
+def test_per_question_scores_are_one_line_a_list_and_round_trip(tmp_path):
+    row = {"dataset": "hotpotqa", "key": "dragin", "label": "DRAGIN", "n": 3, "cells": {"em": 0.5},
+           "scores": {"em": [1.0, 0.0, None], "f1": [1.0, 0.25, None]}}
+    record = load_record(put(tmp_path / "a", record_data(rows=[row], questions={"hotpotqa": ["q1", "q2", "q3"]})))
+    text = write_record(tmp_path / "b", record).read_text()
+    assert '"em": [1, 0, null]' in text and '"f1": [1, 0.25, null]' in text and '"hotpotqa": ["q1", "q2", "q3"]' in text
+    assert '"datasets": [\n    "hotpotqa"\n  ]' in text  # the other lists keep their layout
+    assert load_record(tmp_path / "b" / f"{record.id}.json") == record
 
 
 @pytest.mark.parametrize("bad, message", [
     (dict(colour="red"), "colour: Extra inputs are not permitted"),
     (dict(rows=[{"dataset": "h", "key": "k", "label": "l", "cels": {}}]), "rows.0.cels: Extra inputs"),
     (dict(version=2), "version"),
+    (dict(rows=[{"dataset": "hotpotqa", "key": "k", "label": "l", "scores": {"em": [1.0]}}]),
+     "rows.0.scores.em: 1 values for 0 questions of 'hotpotqa'"),
+    (dict(questions={"hotpotqa": ["a", "b"]}, rows=[{"dataset": "hotpotqa", "key": "k", "label": "l",
+                                                     "scores": {"f1": [1.0]}}]), "rows.0.scores.f1: 1 values for 2"),
     (dict(claims=[{"text": "t", "dataset": "d", "test": "x", "n": 1, "p": 0.5, "verdict": "maybe"}]), "verdict"),
 ])
 def test_unknown_keys_and_bad_values_are_one_line_errors_naming_the_file(tmp_path, bad, message):
@@ -118,7 +133,7 @@ def test_reproduce_with_results_writes_a_valid_record(tmp_path):
     from dynrag.reproduce.record_build import RunContext, table_record
     from dynrag.reproduce.render import render, render_lines
     from dynrag.reproduce.runs import reproduce
-    from dynrag.reproduce.tables import paper_cells
+    from dynrag.reproduce.tables import paper_cells, records_of
     from tests.cli_inprocess import run_in_process
     from tests.fakes import method_factory
     from tests.reproduce.test_runs import answers, request
@@ -129,7 +144,13 @@ def test_reproduce_with_results_writes_a_valid_record(tmp_path):
     assert "\n".join(lines) + "\n" == render(report)  # the printed table is unchanged
     record = table_record(report, lines, RunContext("dynrag reproduce dragin-table2", 1.25, 0.5, 1.0))
     assert record.datasets == ["hotpotqa"] and {r.key for r in record.rows} == {"dragin", "flare", "single"}
-    assert record.rows[0].n == 2 and set(record.rows[0].cells) == {"em", "f1", "retrievals"}
+    assert record.rows[0].n == 2 and set(record.rows[0].cells) == {"em", "f1", "retrievals", "seconds_per_question"}
+    # each row's per-question scores, in the order of the record's question ids
+    flare_records = records_of(report["results"][("hotpotqa", "flare")])
+    assert record.questions == {"hotpotqa": [str(r["id"]) for r in flare_records]}
+    flare_row = next(r for r in record.rows if r.key == "flare")
+    assert flare_row.scores["em"] == [r["em"] for r in flare_records] and set(flare_row.scores) == {"em", "f1", "retrievals"}
+    assert flare_row.carried_from is None
     assert record.published_group == "Llama2-13b-chat"
     cells = paper_cells("dragin-table2", "Llama2-13b-chat")["hotpotqa"]
     assert record.published == {"hotpotqa": {k: cells[k] for k in ("dragin", "flare", "single")}}

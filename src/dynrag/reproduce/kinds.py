@@ -78,6 +78,7 @@ def write_record(directory: Path, record: Any, err: Console) -> None:
 
 
 def _run_qa(args: ReproduceRequest, err: Console) -> str:
+    from dynrag.reproduce.carried_rows import carry_rows
     from dynrag.reproduce.provenance import load_average
     from dynrag.reproduce.record_build import table_record
     from dynrag.reproduce.render import render_lines
@@ -85,6 +86,9 @@ def _run_qa(args: ReproduceRequest, err: Console) -> str:
 
     started, load_start = time.monotonic(), load_average()
     report = reproduce(args, console=err, progress=_progress(args, err))
+    if args.results is not None and not args.run:  # a row whose run directory is gone: the record's
+        for note in carry_rows(report, args.results):
+            err.print(f"[yellow]{note}[/yellow]", highlight=False)
     lines = render_lines(report)
     if args.results is not None:
         write_record(args.results, table_record(report, lines, _context(started, load_start)), err)

@@ -15,10 +15,15 @@ from dynrag.io.files import file_sha256
 from dynrag.reproduce.provenance import git_commit, load_text, machine, today
 from dynrag.reproduce.records import ClaimResult, Provenance, ResultRecord, Row
 from dynrag.reproduce.runs import ReproduceRequest, slug
-from dynrag.reproduce.tables import Table, published
+from dynrag.reproduce.tables import Table, published, records_of
 
 # summary.json key -> the record's cell name (EM and F1 as fractions, as summaries hold them)
-CELLS = {"em": "em", "f1": "f1", "accuracy": "accuracy", "retrievals_per_question": "retrievals"}
+CELLS = {"em": "em", "f1": "f1", "accuracy": "accuracy", "retrievals_per_question": "retrievals",
+         "wall_seconds_per_question": "seconds_per_question"}
+# Per-question figures a record keeps of each row (predictions.jsonl key), enough to test a claim
+# against the row again once its run directory is gone; F1 is rounded, the rest are counts or 0/1.
+SCORES = ("em", "f1", "retrievals")
+SCORE_DIGITS = 4
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,29 @@ class RunContext:
 
 def row_cells(summary: dict[str, Any]) -> dict[str, float]:
     return {name: float(summary[key]) for key, name in CELLS.items() if isinstance(summary.get(key), (int, float))}
+
+
+def question_scores(table: Table, results: dict[tuple[str, Any], Any]) -> tuple[dict[str, list[str]], dict[tuple[str, str], dict[str, list[float | None]]]]:
+    """(dataset -> question ids in the order the rows answered them, (dataset, row) -> metric ->
+    one value per id, None where the row has no answer) for every row with per-question records."""
+    questions: dict[str, dict[str, None]] = {}
+    by_row: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for s in table.runs:
+        records = records_of(results.get((s.dataset, s.key)))
+        if not records:
+            continue
+        ids = questions.setdefault(s.dataset, {})
+        row = by_row[(s.dataset, s.key)] = {m: {} for m in SCORES}
+        for r in records:
+            qid = str(r["id"])
+            ids.setdefault(qid)
+            for m in SCORES:
+                if isinstance(r.get(m), (int, float)):
+                    row[m][qid] = round(float(r[m]), SCORE_DIGITS)
+    ordered = {ds: list(ids) for ds, ids in questions.items()}
+    scores = {key: {m: [values.get(q) for q in ordered[key[0]]] for m, values in row.items() if values}
+              for key, row in by_row.items()}
+    return ordered, scores
 
 
 def published_group(table: Table) -> str | None:
@@ -102,7 +130,9 @@ def record_id(table: Table, req: ReproduceRequest, model: str, datasets: Sequenc
     return ".".join(slug(p.replace("+", "_")) for p in parts)
 
 
-def table_record(report: dict[str, Any], lines: Sequence[str], context: RunContext) -> ResultRecord:
+def _report_setting(report: dict[str, Any]) -> tuple[Any, dict[str, Any], list[str], str, str]:
+    """(parsed model spec, dataset -> data file, the datasets recorded, corpus name, record id) of
+    a QA table's report."""
     from dynrag.lm.loader import resolve_model
     from dynrag.lm.spec import ModelSpec
 
@@ -111,12 +141,26 @@ def table_record(report: dict[str, Any], lines: Sequence[str], context: RunConte
     spec = ModelSpec.parse(resolve_model(req.model))
     found = {ds: p for ds, p in (report.get("data") or {}).items()}
     datasets = [ds for ds in report.get("datasets", table.datasets) if ds in found]
-    rows = [Row(dataset=s.dataset, key=s.key, label=s.label, n=summary.get("n"), cells=row_cells(summary))
+    corpus = corpus_name(req)
+    return spec, found, datasets, corpus, record_id(table, req, model_name(spec), datasets, corpus)
+
+
+def table_record_id(report: dict[str, Any]) -> str:
+    """The id the record of this QA table's report gets (``table_record``'s)."""
+    return _report_setting(report)[4]
+
+
+def table_record(report: dict[str, Any], lines: Sequence[str], context: RunContext) -> ResultRecord:
+    table: Table = report["table"]
+    req: ReproduceRequest = report["request"]
+    spec, found, datasets, corpus, record_name = _report_setting(report)
+    questions, scores = question_scores(table, report["results"])
+    rows = [Row(dataset=s.dataset, key=s.key, label=s.label, n=summary.get("n"), cells=row_cells(summary),
+                scores=scores.get((s.dataset, s.key), {}), carried_from=summary.get("carried_from"))
             for s in table.runs if (summary := report["results"].get((s.dataset, s.key)))]
     known = load_ledger().ids()
     claims = [ClaimResult(claim=d.ledger if d.ledger in known else None, text=d.text, dataset=d.dataset, test=d.test,
                           n=d.n, p=d.p, difference=d.difference, verdict=d.verdict) for d in decided_in(lines)]
-    corpus = corpus_name(req)
     data, data_sha = data_files(req, found)
     wall_s, load = round(context.wall_s, 1), load_text(context.load_start, context.load_end)
     if not req.run:
@@ -125,15 +169,15 @@ def table_record(report: dict[str, Any], lines: Sequence[str], context: RunConte
         walls = [s.get("wall_seconds") for s in report["results"].values() if s]
         wall_s = round(sum(walls), 1) if walls and all(isinstance(w, (int, float)) for w in walls) else None
         load = None
-    model = model_name(spec)
     return ResultRecord(
-        id=record_id(table, req, model, datasets, corpus), kind="table", table=table.name,
-        title=f"{table.title} with {model}, {', '.join(datasets) or 'no data'} ({corpus})", reader=str(spec),
+        id=record_name, kind="table", table=table.name,
+        title=f"{table.title} with {model_name(spec)}, {', '.join(datasets) or 'no data'} ({corpus})", reader=str(spec),
         datasets=datasets, corpus=corpus, rows=rows, published_group=published_group(table),
         published=published_beside(table, rows), claims=claims,
         provenance=Provenance(commit=git_commit(), command=context.command, model=str(spec),
                               model_sha256=model_sha256(spec), data=data, data_sha256=data_sha, corpus=corpus,
                               load=load, machine=machine(), wall_s=wall_s, date=today()),
+        questions={ds: ids for ds, ids in questions.items() if any(r.scores for r in rows if r.dataset == ds)},
     )
 
 

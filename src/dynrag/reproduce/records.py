@@ -3,16 +3,19 @@
 naming its file, instead of printing wrong figures on the results page.
 
 A record holds figures only (rows, cells, claim verdicts, systems figures) and where they came
-from (provenance: commit, command, model, data, machine load, date); never predictions.
+from (provenance: commit, command, model, data, machine load, date); never predictions. A table's
+record also keeps each row's per-question scores (EM, F1, retrievals by question id), so a claim can
+be tested again against a row whose run directory is gone (reproduce/carried_rows.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dynrag.errors import DataError, json_problem
 from dynrag.io.files import atomic_write_text
@@ -33,6 +36,11 @@ class Row(Strict):
     label: str
     n: int | None = None
     cells: dict[str, float] = Field(default_factory=dict)  # em, f1 as fractions; retrievals a question
+    # metric (em, f1, retrievals) -> one value per id of the record's `questions[dataset]`, None
+    # where the row has no answer; empty in records written before scores were kept
+    scores: dict[str, list[float | None]] = Field(default_factory=dict)
+    # "RECORD_ID (commit, date)": the row was read from that earlier record, its run directory gone
+    carried_from: str | None = None
 
 
 class ClaimResult(Strict):
@@ -88,6 +96,17 @@ class ResultRecord(Strict):
     claims: list[ClaimResult] = Field(default_factory=list)
     figures: list[Figure] = Field(default_factory=list)
     provenance: Provenance
+    questions: dict[str, list[str]] = Field(default_factory=dict)  # dataset -> the question ids rows' scores follow
+
+    @model_validator(mode="after")
+    def _scores_follow_questions(self) -> "ResultRecord":
+        for i, row in enumerate(self.rows):
+            ids = self.questions.get(row.dataset)
+            for metric, values in row.scores.items():
+                if ids is None or len(values) != len(ids):
+                    raise ValueError(f"rows.{i}.scores.{metric}: {len(values)} values for "
+                                     f"{0 if ids is None else len(ids)} questions of {row.dataset!r}")
+        return self
 
 
 def _first_problem(exc: ValidationError) -> str:
@@ -124,8 +143,29 @@ def load_records(directory: str | Path) -> list[ResultRecord]:
 
 def record_json(record: ResultRecord) -> str:
     """The file's text: stable key order and indentation, so a rewrite of the same figures is
-    byte-identical and a diff shows only what changed."""
-    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, indent=2) + "\n"
+    byte-identical and a diff shows only what changed. Each per-question list is one line (185
+    questions would otherwise be 185 lines a metric), and a record without scores is written as
+    records were before they were kept."""
+    data = record.model_dump(mode="json")
+    inline: list[str] = []
+
+    def one_line(values: list) -> str:
+        # a whole number as an int (EM's 0 and 1, retrievals): a third of the bytes; it loads as a float
+        values = [int(v) if isinstance(v, float) and v.is_integer() else v for v in values]
+        inline.append(json.dumps(values, ensure_ascii=False))
+        return f"@inline{len(inline) - 1}@"
+
+    questions = data.pop("questions")
+    for row in data["rows"]:
+        scores = row.pop("scores")
+        if row["carried_from"] is None:
+            del row["carried_from"]
+        if scores:
+            row["scores"] = {metric: one_line(values) for metric, values in scores.items()}
+    if questions:
+        data["questions"] = {ds: one_line(ids) for ds, ids in questions.items()}
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    return re.sub(r'"@inline(\d+)@"', lambda m: inline[int(m.group(1))], text) + "\n"
 
 
 def write_record(directory: str | Path, record: ResultRecord) -> Path:

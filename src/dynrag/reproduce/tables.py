@@ -96,10 +96,13 @@ def paper_cells(table: str, group: str) -> dict[str, Any]:
 
 def records_of(summary: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     """A row's per-question records (its run's predictions.jsonl, found through the ``run_dir``
-    that ``reproduce`` adds to each summary); None when the row was not run."""
+    that ``reproduce`` adds to each summary, or the scores of a row carried from an earlier
+    record); None when the row was not run."""
     from dynrag.io.jsonl import read_jsonl
     from dynrag.io.rundir import PREDICTIONS
 
+    if summary and summary.get("question_records") is not None:
+        return summary["question_records"]
     if not summary or not summary.get("run_dir"):
         return None
     return read_jsonl(Path(summary["run_dir"]) / PREDICTIONS)
