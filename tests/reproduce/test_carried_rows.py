@@ -87,3 +87,19 @@ def test_a_record_without_scores_carries_nothing(tmp_path):
     assert "no row has a result yet; no record written" in shown.stderr
     (kept,) = load_records(results)
     assert kept == old  # nothing already written is lost
+
+
+def test_a_record_of_other_data_carries_nothing(tmp_path):
+    from dynrag.reproduce.runs import reproduce
+
+    req = request(tmp_path, "dragin-table2", datasets=["hotpotqa"], rows=ROWS)
+    reproduce(req, method_factory=by_method, progress=False)
+    results = tmp_path / "results"
+    assert read_back(req, results).returncode == 0
+    (record,) = load_records(results)
+    shutil.rmtree(req.out)
+    data = Path(req.data["hotpotqa"])
+    data.write_text(data.read_text().replace("Paris", "Lyon"))  # the same file name, other questions
+    shown = read_back(req, results)
+    assert shown.returncode == 0 and "its data files' sha256 differ from this command's" in shown.stderr
+    assert load_records(results) == [record]  # nothing carried, nothing rewritten

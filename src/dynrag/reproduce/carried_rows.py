@@ -44,7 +44,7 @@ def carry_rows(report: dict[str, Any], directory: str | Path) -> list[str]:
     """Fill each row of ``report`` that has no result with the same row of the earlier record in
     ``directory`` (the one this report's record would replace); returns a note per carried row.
     Only rows with per-question scores are carried, and only when the report reads no world."""
-    from dynrag.reproduce.record_build import table_record_id
+    from dynrag.reproduce.record_build import data_files, table_record_id
 
     missing = [key for key, summary in report["results"].items() if summary is None]
     if not missing or report["request"].world is not None:
@@ -53,6 +53,9 @@ def carry_rows(report: dict[str, Any], directory: str | Path) -> list[str]:
     if not path.is_file():
         return []
     record = load_record(path)
+    _, data_sha = data_files(report["request"], report.get("data") or {})
+    if record.provenance.data_sha256 != data_sha:  # same file names, other questions: nothing to pair
+        return [f"no row carried from {path}: its data files' sha256 differ from this command's"]
     rows = {(row.dataset, row.key): row for row in record.rows if row.scores.get("em")}
     notes, by_source = [], {}
     for key in missing:
