@@ -30,6 +30,18 @@ def read_back(req, results: Path):
                           env={"COLUMNS": "300"})
 
 
+def recorded(tmp_path: Path):
+    """(request, results directory, record) after the three rows ran and were read back once."""
+    from dynrag.reproduce.runs import reproduce
+
+    req = request(tmp_path, "dragin-table2", datasets=["hotpotqa"], rows=ROWS)
+    reproduce(req, method_factory=by_method, progress=False)
+    results = tmp_path / "results"
+    assert read_back(req, results).returncode == 0
+    (record,) = load_records(results)
+    return req, results, record
+
+
 def claims_of(record):
     return [(c.text, c.n, c.p, c.difference, c.verdict) for c in record.claims]
 
@@ -72,13 +84,7 @@ def test_rows_without_a_run_directory_are_carried_from_the_record(tmp_path):
 
 
 def test_a_record_without_scores_carries_nothing(tmp_path):
-    from dynrag.reproduce.runs import reproduce
-
-    req = request(tmp_path, "dragin-table2", datasets=["hotpotqa"], rows=ROWS)
-    reproduce(req, method_factory=by_method, progress=False)
-    results = tmp_path / "results"
-    assert read_back(req, results).returncode == 0
-    (record,) = load_records(results)
+    req, results, record = recorded(tmp_path)
     old = record.model_copy(update={"questions": {}, "rows": [r.model_copy(update={"scores": {}}) for r in record.rows]})
     write_record(results, old)  # as records were written before scores were kept
     shutil.rmtree(req.out)
@@ -90,13 +96,7 @@ def test_a_record_without_scores_carries_nothing(tmp_path):
 
 
 def test_a_record_of_other_data_carries_nothing(tmp_path):
-    from dynrag.reproduce.runs import reproduce
-
-    req = request(tmp_path, "dragin-table2", datasets=["hotpotqa"], rows=ROWS)
-    reproduce(req, method_factory=by_method, progress=False)
-    results = tmp_path / "results"
-    assert read_back(req, results).returncode == 0
-    (record,) = load_records(results)
+    req, results, record = recorded(tmp_path)
     shutil.rmtree(req.out)
     data = Path(req.data["hotpotqa"])
     data.write_text(data.read_text().replace("Paris", "Lyon"))  # the same file name, other questions
