@@ -234,3 +234,25 @@ def test_world_claim_lines_carry_their_decisions_unchanged_in_print():
     printed = next(line for line in lines if line.startswith("- Needless retrieval hurts"))
     assert printed == ("- Needless retrieval hurts: closed book beats single retrieval on questions the model knows: "
                        f"EM 1.000 vs 0.000; McNemar (exact), n 6, p {hurts.p:.3f}: **holds**.")
+
+
+def test_question_scores_follow_the_union_of_the_rows_questions():
+    from dynrag.reproduce.record_build import question_scores
+    from dynrag.reproduce.tables import RunSpec, Table
+
+    runs = [RunSpec("hotpotqa", "a", "A", "single", {}), RunSpec("hotpotqa", "b", "B", "flare", {}),
+            RunSpec("hotpotqa", "c", "C", "dragin", {})]
+    table = Table("t", "T", ["hotpotqa"], runs, lambda ds: [], {}, "")
+    results = {
+        ("hotpotqa", "a"): {"question_records": [{"id": "q1", "em": 1.0, "f1": 1.0, "retrievals": 1},
+                                                 {"id": "q2", "em": 0.0, "f1": 0.123456, "retrievals": 2}]},
+        ("hotpotqa", "b"): {"question_records": [{"id": "q3", "em": 1.0, "f1": 1.0, "retrievals": 0},
+                                                 {"id": "q2", "em": 1.0, "f1": 1.0}]},
+        ("hotpotqa", "c"): None,  # not run: no scores, no questions of its own
+    }
+    questions, scores = question_scores(table, results)
+    assert questions == {"hotpotqa": ["q1", "q2", "q3"]}
+    assert scores[("hotpotqa", "a")] == {"em": [1.0, 0.0, None], "f1": [1.0, 0.1235, None], "retrievals": [1.0, 2.0, None]}
+    # b answered q2 without a retrieval count: that one value is missing, not the question
+    assert scores[("hotpotqa", "b")] == {"em": [None, 1.0, 1.0], "f1": [None, 1.0, 1.0], "retrievals": [None, None, 0.0]}
+    assert ("hotpotqa", "c") not in scores
