@@ -103,3 +103,17 @@ def test_a_record_of_other_data_carries_nothing(tmp_path):
     shown = read_back(req, results)
     assert shown.returncode == 0 and "its data files' sha256 differ from this command's" in shown.stderr
     assert load_records(results) == [record]  # nothing carried, nothing rewritten
+
+
+def test_tables_whose_lines_read_more_than_a_record_keeps_carry_nothing(tmp_path):
+    from dynrag.reproduce.carried_rows import carry_rows
+    from dynrag.reproduce.catalog import open_table
+
+    carrying = {name: open_table(name, {}).carries_rows
+                for name in ("world", "world-figure8", "deeprag-figure7", "deeprag-figure8", "dragin-table2",
+                             "dynamic-family", "deeprag-table1")}
+    assert carrying == {"world": False, "world-figure8": False, "deeprag-figure7": False, "deeprag-figure8": False,
+                        "dragin-table2": True, "dynamic-family": True, "deeprag-table1": True}
+    # before any record is looked for: a world table's missing row stays missing
+    report = {"table": open_table("world", {}), "results": {("world", "single"): None}}
+    assert carry_rows(report, tmp_path) == [] and report["results"] == {("world", "single"): None}

@@ -215,6 +215,19 @@ def test_the_world_runs_every_method_and_prints_claims_and_a_record(tmp_path, wo
     named = {c.claim for c in record.claims}
     assert "dragin.table2.dragin-above-single" in named and None in named  # IRCoT's, SeaKR's, ETC's: not the ledger's
     assert load_record(write_record(tmp_path / "results", record)) == record
+    assert record.rows[3].cells["question_mcc"] == 1.0 and record.rows[3].scores["needs_retrieval"].count(1) > 0
+
+    # every run directory gone: the rows come back from the record, with the same table and lines
+    from dynrag.reproduce.carried_rows import carry_rows
+
+    again = reproduce(req.model_copy(update={"run": False, "out": tmp_path / "gone"}), progress=False)
+    assert set(again["results"].values()) == {None}
+    assert len(carry_rows(again, tmp_path / "results")) == 9
+    def body(printed):  # all but the corpus line (another --out) and the carried rows' remark
+        return [line for line in printed if line and not line.startswith(("Ours:", "Rows carried"))]
+
+    carried = render_lines(again)
+    assert body(carried) == body(lines) and sum(line.startswith("Rows carried") for line in carried) == 1
 
 
 def test_the_benchmarks_share_dragin_table2s_runs_and_show_its_cells(tmp_path):

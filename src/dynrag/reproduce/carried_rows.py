@@ -5,8 +5,9 @@ per-question scores. Its cells are printed as recorded and its claims are tested
 scores, paired with the rows that are on disk, so a row that costs hours (SeaKR's) can be added to a
 table whose other rows were run on a machine that is gone.
 
-Only EM, F1 and retrievals are kept per question, so a table whose claims read more of each
-question (the world's hops and retrieval decisions) does not carry rows.
+Only EM, F1, retrievals and (on a world) whether the question needs retrieval are kept per
+question, so a table whose lines read more of each question (the world table's hops and decisions,
+DeepRAG's sub-questions) says so in its registry entry (``Table.carries_rows``) and carries none.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dynrag.reproduce.record_build import CELLS, data_files, table_record_id
 from dynrag.reproduce.records import ResultRecord, Row, load_record
 
-# The record's cell name -> the summary key the table's columns read (record_build.CELLS reversed).
-SUMMARY_KEYS = {"em": "em", "f1": "f1", "accuracy": "accuracy", "retrievals": "retrievals_per_question",
-                "seconds_per_question": "wall_seconds_per_question"}
+# Per-question scores kept as 0/1 that the tables read as booleans.
+BOOLEAN_SCORES = ("needs_retrieval",)
 
 
 def carried_summary(record: ResultRecord, row: Row) -> dict[str, Any]:
@@ -29,8 +30,16 @@ def carried_summary(record: ResultRecord, row: Row) -> dict[str, Any]:
     for i, qid in enumerate(ids):
         values = {metric: row.scores[metric][i] for metric in row.scores}
         if values.get("em") is not None:  # a question the row answered
-            records.append({"id": qid, **{m: v for m, v in values.items() if v is not None}})
-    summary: dict[str, Any] = {SUMMARY_KEYS[name]: value for name, value in row.cells.items() if name in SUMMARY_KEYS}
+            records.append({"id": qid, **{m: bool(v) if m in BOOLEAN_SCORES else v
+                                          for m, v in values.items() if v is not None}})
+    summary: dict[str, Any] = {}
+    for key, name in CELLS.items():  # each cell back under the summary key the columns read
+        if name in row.cells:
+            *parents, last = key.split(".")
+            place = summary
+            for part in parents:
+                place = place.setdefault(part, {})
+            place[last] = row.cells[name]
     summary["n"] = row.n
     seconds = row.cells.get("seconds_per_question")
     summary["wall_seconds"] = seconds * row.n if seconds is not None and row.n else None
@@ -43,11 +52,9 @@ def carried_summary(record: ResultRecord, row: Row) -> dict[str, Any]:
 def carry_rows(report: dict[str, Any], directory: str | Path) -> list[str]:
     """Fill each row of ``report`` that has no result with the same row of the earlier record in
     ``directory`` (the one this report's record would replace); returns a note per carried row.
-    Only rows with per-question scores are carried, and only when the report reads no world."""
-    from dynrag.reproduce.record_build import data_files, table_record_id
-
+    Only rows with per-question scores are carried, and only into a table that carries rows."""
     missing = [key for key, summary in report["results"].items() if summary is None]
-    if not missing or report["request"].world is not None:
+    if not missing or not report["table"].carries_rows:
         return []
     path = Path(directory) / f"{table_record_id(report)}.json"
     if not path.is_file():

@@ -68,4 +68,5 @@ def deeprag_figure7(options: DeepragTableOptions) -> Table:
         "Llama-3-8B (as Table 1), BM25 over Wikipedia", paper_corpus=WIKIPEDIA_BM25,
         notes=[published()["tables"]["deeprag-figure7"]["source"]],
         after=lambda results: figure_lines(shown, results),
+        carries_rows=False,  # its lines read each question's sub-questions
     )

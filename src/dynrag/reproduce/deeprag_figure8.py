@@ -117,6 +117,7 @@ def deeprag_figure8(options: DeepragTableOptions) -> Table:
         "Llama-3-8B (as Table 1), BM25 over Wikipedia", paper_corpus=WIKIPEDIA_BM25,
         notes=[published()["tables"]["deeprag-figure8"]["source"]],
         after=lambda results: figure_after(runs, results, LinguaTagger(), DATASETS),
+        carries_rows=False,  # its lines read each question's sub-questions
     )
 
 
@@ -129,4 +130,5 @@ def world_figure8(options: WorldTableOptions) -> Table:
         "no published numbers for a world; the reading tested is the paper's",
         notes=[published()["tables"]["world-figure8"]["source"]],
         prepare=world_prepare, after=lambda results: figure_after(runs, results, LinguaTagger(), [WORLD]),
+        carries_rows=False,  # its lines read each question's sub-questions
     )

@@ -18,11 +18,13 @@ from dynrag.reproduce.runs import ReproduceRequest, slug
 from dynrag.reproduce.tables import Table, published, records_of
 
 # summary.json key -> the record's cell name (EM and F1 as fractions, as summaries hold them)
+# ("a.b": a nested figure; a world's question MCC: did not retrieve against needed nothing)
 CELLS = {"em": "em", "f1": "f1", "accuracy": "accuracy", "retrievals_per_question": "retrievals",
-         "wall_seconds_per_question": "seconds_per_question"}
+         "wall_seconds_per_question": "seconds_per_question", "retrieval_decisions.mcc": "question_mcc"}
 # Per-question figures a record keeps of each row (predictions.jsonl key), enough to test a claim
-# against the row again once its run directory is gone; F1 is rounded, the rest are counts or 0/1.
-SCORES = ("em", "f1", "retrievals")
+# against the row again once its run directory is gone; F1 is rounded, the rest are counts or 0/1
+# (a world question's needs_retrieval: 1 when a hop is unknown to the reader, 0 when none is).
+SCORES = ("em", "f1", "retrievals", "needs_retrieval")
 SCORE_DIGITS = 4
 
 
@@ -37,7 +39,9 @@ class RunContext:
 
 
 def row_cells(summary: dict[str, Any]) -> dict[str, float]:
-    return {name: float(summary[key]) for key, name in CELLS.items() if isinstance(summary.get(key), (int, float))}
+    from dynrag.reproduce.render import summary_figure
+
+    return {name: float(value) for key, name in CELLS.items() if (value := summary_figure(summary, key)) is not None}
 
 
 def question_scores(table: Table, results: dict[tuple[str, Any], Any]) -> tuple[dict[str, list[str]], dict[tuple[str, str], dict[str, list[float | None]]]]:

@@ -9,7 +9,8 @@ from dynrag.reproduce.runs import ReproduceRequest
 from dynrag.reproduce.tables import Table
 
 
-def _figure(summary: dict[str, Any], key: str) -> float | None:
+def summary_figure(summary: dict[str, Any], key: str) -> float | None:
+    """The number at ``key`` of a summary ("a.b" for a nested one); None when there is none."""
     value: Any = summary
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None
@@ -78,7 +79,7 @@ def render_lines(report: dict[str, Any]) -> list[str]:
             paper_row = table.published_cells.get(ds, {}).get(spec.key, {})
             row = [spec.label]
             for c in cols:
-                ours = _figure(summary, c.ours) if (summary and c.ours) else None
+                ours = summary_figure(summary, c.ours) if (summary and c.ours) else None
                 paper = paper_row.get(c.paper) if c.paper else None
                 row += [_fmt(ours, c.digits)] if c.ours else []
                 row += [_fmt(paper, c.digits)] if c.paper else []

@@ -81,6 +81,9 @@ class Table:
     prepare: Callable[[Any], Any] | None = None
     # Lines computed from the results ({(dataset, row key): summary or None}), after the tables.
     after: Callable[[dict[tuple[str, str], Any]], list[str]] | None = None
+    # Whether a row may be carried from an earlier record (reproduce/carried_rows.py): False when
+    # the table's lines read more of each question than a record keeps (a world's hops, decisions).
+    carries_rows: bool = True
 
 
 TABLES: Registry[Callable[..., Table]] = Registry("table")

@@ -192,4 +192,5 @@ def world_table(options: WorldTableOptions) -> Table:
                  "\"did not retrieve\" against \"no hop unknown\"; hop precision, recall and MCC take \"retrieved\" "
                  "against \"this hop's fact is unknown\" and exist only for methods that write sub-questions."],
         prepare=prepare, after=lambda results: breakdown(runs, results) + claims(runs, results),
+        carries_rows=False,  # its lines read each question's hops and decisions
     )
