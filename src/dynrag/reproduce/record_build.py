@@ -15,7 +15,7 @@ from dynrag.io.files import file_sha256
 from dynrag.reproduce.provenance import git_commit, load_text, machine, today
 from dynrag.reproduce.records import ClaimResult, Provenance, ResultRecord, Row
 from dynrag.reproduce.runs import ReproduceRequest, slug
-from dynrag.reproduce.tables import Table, published, records_of
+from dynrag.reproduce.tables import Table, published, records_of, summary_figure
 
 # summary.json key -> the record's cell name (EM and F1 as fractions, as summaries hold them)
 # ("a.b": a nested figure; a world's question MCC: did not retrieve against needed nothing)
@@ -39,12 +39,14 @@ class RunContext:
 
 
 def row_cells(summary: dict[str, Any]) -> dict[str, float]:
-    from dynrag.reproduce.render import summary_figure
-
     return {name: float(value) for key, name in CELLS.items() if (value := summary_figure(summary, key)) is not None}
 
 
-def question_scores(table: Table, results: dict[tuple[str, Any], Any]) -> tuple[dict[str, list[str]], dict[tuple[str, str], dict[str, list[float | None]]]]:
+Scores = dict[str, list[float | None]]  # metric -> one value per question id, None where there is none
+
+
+def question_scores(table: Table, results: dict[tuple[str, str], Any]) -> tuple[dict[str, list[str]],
+                                                                                dict[tuple[str, str], Scores]]:
     """(dataset -> question ids in the order the rows answered them, (dataset, row) -> metric ->
     one value per id, None where the row has no answer) for every row with per-question records."""
     questions: dict[str, dict[str, None]] = {}

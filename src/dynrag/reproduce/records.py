@@ -4,8 +4,9 @@ naming its file, instead of printing wrong figures on the results page.
 
 A record holds figures only (rows, cells, claim verdicts, systems figures) and where they came
 from (provenance: commit, command, model, data, machine load, date); never predictions. A table's
-record also keeps each row's per-question scores (EM, F1, retrievals by question id), so a claim can
-be tested again against a row whose run directory is gone (reproduce/carried_rows.py).
+record also keeps each row's per-question scores by question id (EM, F1, retrievals; on a world,
+whether the question needs retrieval), so a claim can be tested again against a row whose run
+directory is gone (reproduce/carried_rows.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Row(Strict):
     label: str
     n: int | None = None
     cells: dict[str, float] = Field(default_factory=dict)  # em, f1 as fractions; retrievals a question
-    # metric (em, f1, retrievals) -> one value per id of the record's `questions[dataset]`, None
+    # metric (em, f1, retrievals, needs_retrieval) -> one value per id of `questions[dataset]`, None
     # where the row has no answer; empty in records written before scores were kept
     scores: dict[str, list[float | None]] = Field(default_factory=dict)
     # "RECORD_ID (commit, date)": the row was read from that earlier record, its run directory gone

@@ -6,15 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynrag.reproduce.runs import ReproduceRequest
-from dynrag.reproduce.tables import Table
-
-
-def summary_figure(summary: dict[str, Any], key: str) -> float | None:
-    """The number at ``key`` of a summary ("a.b" for a nested one); None when there is none."""
-    value: Any = summary
-    for part in key.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value if isinstance(value, (int, float)) else None
+from dynrag.reproduce.tables import Table, summary_figure
 
 
 def _fmt(value: float | None, digits: int) -> str:

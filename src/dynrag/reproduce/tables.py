@@ -97,6 +97,14 @@ def paper_cells(table: str, group: str) -> dict[str, Any]:
     return published()["tables"][table]["cells"].get(group, {})
 
 
+def summary_figure(summary: dict[str, Any], key: str) -> float | None:
+    """The number at ``key`` of a summary ("a.b" for a nested one); None when there is none."""
+    value: Any = summary
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value if isinstance(value, (int, float)) else None
+
+
 def records_of(summary: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     """A row's per-question records (its run's predictions.jsonl, found through the ``run_dir``
     that ``reproduce`` adds to each summary, or the scores of a row carried from an earlier
