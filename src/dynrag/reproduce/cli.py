@@ -55,7 +55,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
         batch: int = batch_flag(1, role="Each run's batch", at_least=1),
         workers: str = workers_flag("1", role="Worker processes of each run (the rows still run one after another)"),
         skip_bad: bool = skip_bad_flag(),
-        results: Optional[Path] = typer.Option(None, "--results", metavar="DIR", help="Also write the run's result record (rows, published cells, claim verdicts, provenance) into DIR, e.g. results/; `dynrag results` pages it."),
+        results: Optional[Path] = typer.Option(None, "--results", metavar="DIR", help="Also write the run's result record (rows, per-question scores, published cells, claim verdicts, provenance) into DIR, e.g. results/; `dynrag results` pages it. With --no-run, a row whose run directory is gone is carried from the record already there."),
     ) -> None:
         """Run a paper table's runs with the paper's settings and print ours beside the published numbers."""
         with user_errors():
