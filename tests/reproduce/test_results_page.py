@@ -128,3 +128,11 @@ def test_results_check_fails_on_a_hand_edited_page(tmp_path):
     put(records, {**record_data(id="bad"), "colour": "red"})
     bad = run_in_process("results", "--records", records, "--out", out)
     assert bad.returncode == 1 and f"{records / 'bad.json'}: bad result record: colour" in bad.stderr
+
+
+def test_the_record_list_names_rows_carried_from_an_earlier_record(tmp_path):
+    carried = {**row("hotpotqa", "flare", "FLARE", 0.18), "carried_from": "t2-old (abc1234, 2026-12-05)"}
+    put(tmp_path, record_data(id="t2-new", rows=[row("hotpotqa", "dragin", "DRAGIN", 0.22), carried]))
+    text = page(load_records(tmp_path))
+    (listed,) = [line for line in text.splitlines() if line.startswith("- [t2-new]")]
+    assert listed.endswith("2026-12-04, commit not recorded, 1 row carried from t2-old (abc1234, 2026-12-05).")

@@ -132,5 +132,9 @@ def record_list(records: Sequence[ResultRecord], marks: Marks) -> list[str]:
             made += f"; from {p.imported_from.file}, \"{p.imported_from.section}\""
         facts = [p.date, f"commit {p.commit[:10]}" if p.commit else "commit not recorded",
                  *([f"load {p.load}"] if p.load else []), *([f"{p.wall_s:.0f} s wall"] if p.wall_s else [])]
+        carried = sorted({row.carried_from for row in r.rows if row.carried_from})
+        if carried:  # rows whose run directories were gone when this record was written
+            count = sum(1 for row in r.rows if row.carried_from)
+            facts.append(f"{count} row{'s' if count > 1 else ''} carried from {', '.join(carried)}")
         lines.append(f"- {marks.cite(r)}: {r.title}. {made}; {', '.join(facts)}.")
     return lines + [""] if records else lines + ["None yet.", ""]
