@@ -236,8 +236,8 @@ def test_world_claim_lines_carry_their_decisions_unchanged_in_print():
                        f"EM 1.000 vs 0.000; McNemar (exact), n 6, p {hurts.p:.3f}: **holds**.")
 
 
-def test_question_scores_follow_the_union_of_the_rows_questions():
-    from dynrag.reproduce.record_build import question_scores
+def test_row_scores_follow_the_union_of_the_rows_questions():
+    from dynrag.reproduce.record_build import row_scores
     from dynrag.reproduce.tables import RunSpec, Table
 
     runs = [RunSpec("hotpotqa", "a", "A", "single", {}), RunSpec("hotpotqa", "b", "B", "flare", {}),
@@ -250,7 +250,7 @@ def test_question_scores_follow_the_union_of_the_rows_questions():
                                                  {"id": "q2", "em": 1.0, "f1": 1.0}]},
         ("hotpotqa", "c"): None,  # not run: no scores, no questions of its own
     }
-    questions, scores = question_scores(table, results)
+    questions, scores = row_scores(table, results)
     assert questions == {"hotpotqa": ["q1", "q2", "q3"]}
     assert scores[("hotpotqa", "a")] == {"em": [1.0, 0.0, None], "f1": [1.0, 0.1235, None], "retrievals": [1.0, 2.0, None]}
     # b answered q2 without a retrieval count: that one value is missing, not the question

@@ -45,8 +45,8 @@ def row_cells(summary: dict[str, Any]) -> dict[str, float]:
 Scores = dict[str, list[float | None]]  # metric -> one value per question id, None where there is none
 
 
-def question_scores(table: Table, results: dict[tuple[str, str], Any]) -> tuple[dict[str, list[str]],
-                                                                                dict[tuple[str, str], Scores]]:
+def row_scores(table: Table, results: dict[tuple[str, str], Any]) -> tuple[dict[str, list[str]],
+                                                                           dict[tuple[str, str], Scores]]:
     """(dataset -> question ids in the order the rows answered them, (dataset, row) -> metric ->
     one value per id, None where the row has no answer) for every row with per-question records."""
     questions: dict[str, dict[str, None]] = {}
@@ -160,7 +160,7 @@ def table_record(report: dict[str, Any], lines: Sequence[str], context: RunConte
     table: Table = report["table"]
     req: ReproduceRequest = report["request"]
     spec, found, datasets, corpus, record_name = _report_setting(report)
-    questions, scores = question_scores(table, report["results"])
+    questions, scores = row_scores(table, report["results"])
     rows = [Row(dataset=s.dataset, key=s.key, label=s.label, n=summary.get("n"), cells=row_cells(summary),
                 scores=scores.get((s.dataset, s.key), {}), carried_from=summary.get("carried_from"))
             for s in table.runs if (summary := report["results"].get((s.dataset, s.key)))]
