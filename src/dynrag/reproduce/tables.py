@@ -108,7 +108,8 @@ def summary_figure(summary: dict[str, Any], key: str) -> float | None:
 def records_of(summary: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     """A row's per-question records (its run's predictions.jsonl, found through the ``run_dir``
     that ``reproduce`` adds to each summary, or the scores of a row carried from an earlier
-    record); None when the row was not run."""
+    record); None when the row was not run. The file is read once a report: the records are kept
+    in the report's summary, since every claim on the row, and its record, read them again."""
     from dynrag.io.jsonl import read_jsonl
     from dynrag.io.rundir import PREDICTIONS
 
@@ -116,4 +117,5 @@ def records_of(summary: dict[str, Any] | None) -> list[dict[str, Any]] | None:
         return summary["question_records"]
     if not summary or not summary.get("run_dir"):
         return None
-    return read_jsonl(Path(summary["run_dir"]) / PREDICTIONS)
+    summary["question_records"] = read_jsonl(Path(summary["run_dir"]) / PREDICTIONS)
+    return summary["question_records"]
