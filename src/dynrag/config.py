@@ -45,6 +45,7 @@ class RunConfig(Options):
     dataset: str | None = None
     data: Path | None = None
     limit: int | None = Field(None, ge=1)
+    shard: str | None = None  # I/K: every K-th question from the I-th, after limit (datasets/shard.py)
     aliases: Path | None = None
     skip_bad: bool = False
     baseline: Path | None = None
@@ -80,6 +81,19 @@ class RunConfig(Options):
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:
             raise ValueError("expected a number of worker processes >= 1, or auto")
         return number
+
+    @field_validator("shard", mode="before")
+    @classmethod
+    def _shard(cls, value: Any) -> Any:
+        from dynrag.datasets.shard import Shard
+        from dynrag.errors import ConfigError
+
+        if value is None:
+            return value
+        try:
+            return str(Shard.parse(str(value)))
+        except ConfigError as exc:  # said again by the loader, naming the flag or the file's key
+            raise ValueError(str(exc).split(": ", 1)[1]) from exc
 
     @field_validator("query_transform")
     @classmethod

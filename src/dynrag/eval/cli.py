@@ -13,7 +13,7 @@ from rich.text import Text
 from dynrag.retrieval.factory import option_help
 from dynrag.retrieval.transform_registry import QUERY_TRANSFORMS, writes_text as transform_writes
 from dynrag.run.flags import (
-    aliases_flag, batch_flag, config_flag, corpus_flag, data_flag, dataset_flag, exemplars_flag, limit_flag,
+    aliases_flag, batch_flag, config_flag, corpus_flag, data_flag, dataset_flag, exemplars_flag, limit_flag, shard_flag,
     method_flag, method_option_flag, model_flag, preset_flag, progress_flag, retriever_flag, retriever_option_flag,
     old_spelling, renamed, skip_bad_flag, workers_flag,
 )
@@ -37,6 +37,7 @@ def register_eval(app: typer.Typer, user_errors: UserErrors) -> None:
         out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Run directory (created, or resumed when it exists)."),
         corpus: Optional[str] = corpus_flag(),
         limit: Optional[int] = limit_flag(),
+        shard: Optional[str] = shard_flag(),
         model: Optional[str] = model_flag(),
         option: list[str] = method_option_flag(),
         preset: Optional[str] = preset_flag(),
@@ -71,7 +72,7 @@ def register_eval(app: typer.Typer, user_errors: UserErrors) -> None:
             from dynrag.eval.summary import summary_markdown
             from dynrag.run.jobs import JOBS
 
-            flags = dict(dataset=dataset, data=data, method=method, out=out, corpus=corpus, limit=limit, model=model,
+            flags = dict(dataset=dataset, data=data, method=method, out=out, corpus=corpus, limit=limit, shard=shard, model=model,
                          exemplars=exemplars, aliases=aliases, skip_bad=skip_bad, baseline=baseline, retriever=retriever,
                          scorer=scorer, workers=workers, dask=dask, concurrency=concurrency if concurrency != 1 else None,
                          batch=batch)

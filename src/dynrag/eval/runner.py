@@ -73,14 +73,16 @@ def eval_config(plan: RunPlan) -> dict[str, Any]:
         "limit": data.limit,
         "exemplars": plan.exemplars,
         "scorer": plan.scorer,
+        # only when given, so that config.json of every earlier run still compares equal
+        **({"shard": data.shard} if data.shard else {}),
     }
 
 
 def run_yaml(config: dict[str, Any], plan: RunPlan) -> dict[str, Any]:
     """The run as ``dynrag.config.RunConfig`` keys, resolved: what config.yaml holds."""
     keys = ("method", "options", "model", "exemplars", "retriever", "retriever_options", "corpus",
-            "dataset", "data", "limit", "aliases")
-    run = {key: config[key] for key in keys}
+            "dataset", "data", "limit", "shard", "aliases")
+    run = {key: config.get(key) for key in keys}
     run["retriever_options"] = run["retriever_options"] or {}
     skip_bad = plan.dataset.skip_bad if plan.dataset else False
     run.update(skip_bad=skip_bad, baseline=str(Path(plan.baseline).resolve()) if plan.baseline else None,
@@ -127,6 +129,15 @@ def run_eval(
     examples, report = load_questions(
         data.name, data.given, console, aliases=aliases, skip_bad=data.skip_bad, limit=data.limit
     )
+    # The pooled contexts are every question's, so that a shard searches what the whole row searches.
+    pooled_from = examples
+    if data.shard:
+        from dynrag.datasets.shard import Shard
+
+        examples = Shard.parse(data.shard).pick(examples)
+        if not examples:
+            raise ConfigError(f"--shard {data.shard}: no questions in this shard of {len(pooled_from)}")
+        console.print(Text(f"shard {data.shard}: {len(examples)} of {len(pooled_from)} questions"), soft_wrap=True)
 
     from dynrag.methods.budget import check_question
     from dynrag.methods.registry import parse_options
@@ -153,7 +164,7 @@ def run_eval(
         if todo:
             index_dir = None
             if plan.retriever is not None and plan.retriever.corpus:  # not a search server
-                index_dir = run_index(plan.retriever.index, out, examples, console, progress)
+                index_dir = run_index(plan.retriever.index, out, pooled_from, console, progress)
             job = WorkerJob(config, str(index_dir) if index_dir else None, str(out),
                             method_factory or default_method_factory)
             executor = make_executor(job, workers=execution.workers, dask=execution.dask,
@@ -236,6 +247,8 @@ def write_summary(
     ids = {ex.id for ex in examples}
     predictions = [p for p in unique_by_id(read_predictions(out))[0] if p["id"] in ids]
     meta: dict[str, Any] = {"method": config["method"], "model": config["model"], "dataset": config["dataset"]}
+    if config.get("shard"):
+        meta["shard"] = config["shard"]
     if report is not None and report.skipped:
         meta["skipped_records"] = report.skipped
     if report is not None and report.excluded:

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from dynrag.reproduce.catalog import table_names
 from dynrag.run.flags import (
-    batch_flag, corpus_flag, limit_flag, model_flag, progress_flag, retriever_flag, retriever_option_flag, skip_bad_flag,
+    batch_flag, corpus_flag, limit_flag, model_flag, shard_flag, progress_flag, retriever_flag, retriever_option_flag, skip_bad_flag,
     workers_flag,
 )
 
@@ -36,6 +36,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
     def reproduce_command(
         table: str = typer.Argument(..., help=TABLE_HELP),
         limit: Optional[int] = limit_flag(role="Questions of each dataset"),
+        shard: Optional[str] = shard_flag(role="Each row's shard"),
         model: str = model_flag("bundled"),
         retriever: Optional[str] = retriever_flag(),
         retriever_option: list[str] = retriever_option_flag(),
@@ -65,7 +66,7 @@ def register(app: typer.Typer, user_errors: Callable[[], ContextManager[None]]) 
 
             # Every KEY=VALUE pair is parsed here, once; the table's kind refuses what it does not read.
             args = ReproduceRequest(
-                table=table, limit=limit, model=model, retriever=retriever,
+                table=table, limit=limit, shard=shard, model=model, retriever=retriever,
                 retriever_options=parse_pairs(split_csv_pairs(retriever_option), flag="--retriever-option"),
                 corpus=corpus, data=_data_files(data), data_dir=data_dir, world=world,
                 datasets=list(dataset) or None, rows=list(row) or None, options=parse_pairs(option, flag="--option"),

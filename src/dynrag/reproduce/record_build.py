@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dynrag.datasets.shard import Shard
 from dynrag.reproduce.claims import decided_in
 from dynrag.reproduce.ledger import load_ledger
 from dynrag.io.files import file_sha256
@@ -133,6 +134,8 @@ def record_id(table: Table, req: ReproduceRequest, model: str, datasets: Sequenc
         parts.append("rows-" + "+".join(req.rows))
     if req.tuned:  # rows at tuned values are another setting: never the record of the published ones
         parts.append("tuned-" + "+".join(Path(d).name for d in req.tuned))
+    if req.shard:  # last, so that a row's shards are found by the whole table's id (reproduce/shards.py)
+        parts.append(Shard.parse(req.shard).slug)
     return ".".join(slug(p.replace("+", "_")) for p in parts)
 
 

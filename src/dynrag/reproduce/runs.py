@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
+from dynrag.datasets.shard import Shard
 from dynrag.errors import ConfigError, DataError
 from dynrag.run.jobs import JobOptions
 from dynrag.reproduce.catalog import open_table
@@ -37,6 +38,7 @@ class ReproduceRequest(JobOptions):
     table: str
     options: dict[str, Any] = Field(default_factory=dict)  # the table's options (KEY=VALUE values)
     limit: int | None = None
+    shard: str | None = None  # I/K: each row's I-th of K shards (datasets/shard.py); --no-run joins them
     model: str = "bundled"
     retriever: str | None = None
     retriever_options: dict[str, Any] = Field(default_factory=dict)  # parsed once, from --retriever-option
@@ -147,7 +149,8 @@ def run_dir(req: ReproduceRequest, spec: RunSpec) -> Path:
         json.dumps([spec.method, spec.options, spec.retriever] + ([spec.model] if spec.model else []),
                    sort_keys=True).encode()
     ).hexdigest()[:6]
-    return Path(req.out) / slug(setting) / spec.dataset / f"{spec.directory or spec.key}-{digest}-n{req.limit or 'all'}"
+    shard = f"-{Shard.parse(req.shard).slug}" if req.shard else ""
+    return Path(req.out) / slug(setting) / spec.dataset / f"{spec.directory or spec.key}-{digest}-n{req.limit or 'all'}{shard}"
 
 
 def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method_factory=None) -> dict[str, Any]:
@@ -166,6 +169,11 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         raise ConfigError(f"--limit must be at least 1 (got {req.limit})")
     check_execution(workers=req.workers, batch=req.batch)  # before any run directory or index is written
     table = open_table(req.table, req.options)
+    if req.shard is not None:
+        req = req.model_copy(update={"shard": str(Shard.parse(req.shard))})
+        if not table.carries_rows:
+            raise ConfigError(f"--shard {req.shard}: table {table.name!r} reads more of each question than its "
+                              "shards' records keep, so its rows cannot be joined from shards; run it whole")
     table.runs = capable_runs(table.runs, req.model)
     # first: a typo in --row is the whole answer, before any dataset's warning or a world's index build
     check_rows(req.rows, [s.key for s in table.runs], table.name)
@@ -193,7 +201,7 @@ def reproduce(req: ReproduceRequest, console=None, progress: bool = True, method
         if req.run:
             flags = dict(
                 dataset=spec.reader or spec.dataset, data=found[spec.dataset], method=spec.method, out=out,
-                corpus=req.corpus, limit=req.limit, model=spec.model or req.model, options=dict(spec.options),
+                corpus=req.corpus, limit=req.limit, shard=req.shard, model=spec.model or req.model, options=dict(spec.options),
                 retriever=spec.retriever or req.retriever, scorer=spec.scorer or table.scorer,
                 workers=req.workers if method_factory is None else 1,
                 batch=req.batch if req.batch > 1 and method_factory is None else None,

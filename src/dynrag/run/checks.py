@@ -23,6 +23,7 @@ class DatasetPlan:
     aliases: Path | None = None
     aliases_sha256: str | None = None
     limit: int | None = None
+    shard: str | None = None  # I/K (datasets/shard.py), checked by RunConfig
     skip_bad: bool = False
     yes_no: bool = False
     exemplar_style: str = "default"
@@ -60,7 +61,7 @@ def check_dataset(config: Any, *, sha256: bool) -> DatasetPlan:
         entry.name, Path(config.data), data,
         file_sha256(data, Path(config.data)) if sha256 else None,
         aliases, file_sha256(Path(config.aliases)) if sha256 and config.aliases else None,
-        config.limit, config.skip_bad, entry.yes_no, entry.exemplar_style,
+        config.limit, config.shard, config.skip_bad, entry.yes_no, entry.exemplar_style,
     )
 
 

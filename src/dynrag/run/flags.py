@@ -37,6 +37,8 @@ PRESET_HELP = f"{' | '.join(PRESETS)} (the same as --option preset=NAME; docs/pi
 CONFIG_HELP = "a YAML file (docs/evaluation.md) whose keys the flags given here override."
 EXEMPLARS_HELP = "a dataset's name, for its worked examples in the prompt, or default."
 LIMIT_HELP = "only the first N."
+SHARD_HELP = ("I/K: every K-th question from the I-th (after --limit), a run of its own; the K shards of a row, "
+              "run apart on any machines, are joined by `reproduce --no-run` (docs/evaluation.md).")
 BATCH_HELP = ("questions in flight in one process, their generations decoded together by one local model (one "
               "forward pass a token for all of them); not part of the run's identity.")
 WORKERS_HELP = ("N or auto (one per core), each process with its own model; not part of the run's identity: a run "
@@ -98,6 +100,10 @@ def exemplars_flag(default: Any = None, role: str = "Few-shot exemplar style") -
 
 def limit_flag(default: Any = None, role: str = "Questions") -> Any:
     return typer.Option(default, "--limit", metavar="N", help=_help(role, LIMIT_HELP))
+
+
+def shard_flag(role: str = "Shard") -> Any:
+    return typer.Option(None, "--shard", metavar="I/K", help=_help(role, SHARD_HELP))
 
 
 def batch_flag(default: Any = None, role: str = "Batch", at_least: int | None = None) -> Any:

@@ -218,6 +218,8 @@ def _retrieval_eval_plan(config: RunConfig) -> RunPlan:
         raise ConfigError(f"--corpus: retriever {name!r} searches its server's index; drop --corpus")
     else:
         retriever = RetrieverPlan(name, options)
+    if config.shard is not None:
+        raise ConfigError(f"--shard {config.shard}: eval-retrieval scores every question in one run; shards are for eval")
     dataset = check_dataset(config, sha256=False)
     from dynrag.io.rundir import check_run_dir
 
