@@ -83,11 +83,15 @@ def _run_qa(args: ReproduceRequest, err: Console) -> str:
     from dynrag.reproduce.record_build import table_record
     from dynrag.reproduce.render import render_lines
     from dynrag.reproduce.runs import reproduce
+    from dynrag.reproduce.shards import join_shards
 
     started, load_start = time.monotonic(), load_average()
     report = reproduce(args, console=err, progress=_progress(args, err))
-    if args.results is not None and not args.run:  # a row whose run directory is gone: the record's
-        for note in carry_rows(report, args.results):
+    if not args.run:  # a row run in shards is joined; a row whose run directory is gone is the record's
+        notes = join_shards(report, args.results)
+        if args.results is not None:
+            notes += carry_rows(report, args.results)
+        for note in notes:
             err.print(f"[yellow]{note}[/yellow]", highlight=False)
     lines = render_lines(report)
     if args.results is not None:
