@@ -73,6 +73,16 @@ def test_a_shard_whose_run_directory_is_gone_is_read_from_its_record(tmp_path):
     rows = {r.key: r for r in whole.rows}
     assert rows["dragin"].cells["em"] == 1.0 and rows["flare"].cells["em"] == 0.0 and rows["single"].cells["em"] == 0.5
     assert {r.n for r in whole.rows} == {2}
+    assert shard_record.shard == "1/2" and whole.shard is None and shard_record.title.endswith(", shard 1/2")
+
+    # the page lists the shard's record but shows its figures only as part of the joined row
+    from dynrag.reproduce.ledger import load_ledger
+    from dynrag.reproduce.results_page import page_inputs, render_page
+
+    page = render_page(page_inputs(results, tmp_path / "results.md", load_ledger(), load_records(results)))
+    figures, records = page.split("## Records")
+    assert f"{shard_record.id}.json" not in figures and f"{whole.id}.json" in figures
+    assert f"({shard_record.id}.json): " in records or f"{shard_record.id}.json)" in records
 
 
 def test_a_row_missing_a_shard_is_not_joined_and_says_which(tmp_path):

@@ -180,7 +180,8 @@ def table_record(report: dict[str, Any], lines: Sequence[str], context: RunConte
         load = None
     return ResultRecord(
         id=record_name, kind="table", table=table.name,
-        title=f"{table.title} with {model_name(spec)}, {', '.join(datasets) or 'no data'} ({corpus})", reader=str(spec),
+        title=f"{table.title} with {model_name(spec)}, {', '.join(datasets) or 'no data'} ({corpus})"
+              + (f", shard {req.shard}" if req.shard else ""), reader=str(spec), shard=req.shard,
         datasets=datasets, corpus=corpus, rows=rows, published_group=published_group(table),
         published=published_beside(table, rows), claims=claims,
         provenance=Provenance(commit=git_commit(), command=context.command, model=str(spec),

@@ -98,6 +98,9 @@ class ResultRecord(Strict):
     figures: list[Figure] = Field(default_factory=list)
     provenance: Provenance
     questions: dict[str, list[str]] = Field(default_factory=dict)  # dataset -> the question ids rows' scores follow
+    # "I/K": the record of one shard of each row (`reproduce --shard`), joined into the whole rows by
+    # a later read-back (reproduce/shards.py); the results page lists it but shows no figure of it
+    shard: str | None = None
 
     @model_validator(mode="after")
     def _scores_follow_questions(self) -> "ResultRecord":
@@ -157,6 +160,8 @@ def record_json(record: ResultRecord) -> str:
         return f"@inline{len(inline) - 1}@"
 
     questions = data.pop("questions")
+    if data["shard"] is None:  # written as records were before shards
+        del data["shard"]
     for row in data["rows"]:
         scores = row.pop("scores")
         if row["carried_from"] is None:

@@ -180,9 +180,13 @@ def setup_section(records: Sequence[ResultRecord]) -> list[str]:
 
 def render_page(inputs: PageInputs) -> str:
     marks = Marks(inputs.link, inputs.in_history)
-    lines = [TITLE, "", INTRO, "", *first_screen(inputs, marks), *setup_section(inputs.records),
-             *ledger_section(inputs.ledger, inputs.records, marks), *systems_section(inputs.records, marks),
-             "## Every table, per reader", "", *matrices(inputs.records, marks, None),
+    # A shard's record answers a fraction of each row's questions: listed, but no figure or verdict
+    # of it is shown until its row is joined into the whole table's record.
+    whole = [r for r in inputs.records if r.shard is None]
+    shown = PageInputs(whole, inputs.ledger, inputs.link, inputs.in_history)
+    lines = [TITLE, "", INTRO, "", *first_screen(shown, marks), *setup_section(whole),
+             *ledger_section(inputs.ledger, whole, marks), *systems_section(whole, marks),
+             "## Every table, per reader", "", *matrices(whole, marks, None),
              *record_list(inputs.records, marks)]
     while lines and lines[-1] == "":
         lines.pop()
