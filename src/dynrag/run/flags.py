@@ -37,7 +37,7 @@ PRESET_HELP = f"{' | '.join(PRESETS)} (the same as --option preset=NAME; docs/pi
 CONFIG_HELP = "a YAML file (docs/evaluation.md) whose keys the flags given here override."
 EXEMPLARS_HELP = "a dataset's name, for its worked examples in the prompt, or default."
 LIMIT_HELP = "only the first N."
-SHARD_HELP = ("I/K: every K-th question from the I-th (after --limit), a run of its own; the K shards of a row, "
+SHARD_HELP = ("every K-th question from the I-th (after --limit), a run of its own; the K shards of a row, "
               "run apart on any machines, are joined by `reproduce --no-run` (docs/evaluation.md).")
 BATCH_HELP = ("questions in flight in one process, their generations decoded together by one local model (one "
               "forward pass a token for all of them); not part of the run's identity.")
@@ -102,7 +102,7 @@ def limit_flag(default: Any = None, role: str = "Questions") -> Any:
     return typer.Option(default, "--limit", metavar="N", help=_help(role, LIMIT_HELP))
 
 
-def shard_flag(role: str = "Shard") -> Any:
+def shard_flag(role: str = "Only one shard of the questions") -> Any:
     return typer.Option(None, "--shard", metavar="I/K", help=_help(role, SHARD_HELP))
 
 
