@@ -62,6 +62,7 @@ def test_a_shard_whose_run_directory_is_gone_is_read_from_its_record(tmp_path):
     results = tmp_path / "results"
     first = read_back(req, results, "--shard", "1/2")  # the first shard's own record
     assert first.returncode == 0, first.stderr
+    assert "first 2 questions (shard 1/2), scorer" in first.stdout
     (shard_record,) = load_records(results)
     assert shard_record.id.endswith(".shard1of2") and {r.n for r in shard_record.rows} == {1}
     for directory in Path(req.out).glob("*/hotpotqa/*-shard1of2"):
@@ -90,7 +91,7 @@ def test_a_row_missing_a_shard_is_not_joined_and_says_which(tmp_path):
     run_shards(req, 2, count=3)
     shown = read_back(req, tmp_path / "results")
     assert shown.returncode == 0, shown.stderr
-    assert "hotpotqa DRAGIN: shards 2 of 3 found; 1, 3 not yet run" in shown.stderr
+    assert "hotpotqa DRAGIN: shard 2 of 3 found; 1, 3 not yet run" in shown.stderr
     assert "no row has a result yet; no record written" in shown.stderr
 
 

@@ -45,7 +45,8 @@ def render_lines(report: dict[str, Any]) -> list[str]:
         f"# {table.title}" + (": ours beside the published numbers" if compared else ""),
         "",
         f"Ours: model `{resolve_model(req.model)}`, retriever {req.retriever or 'default (bm25; hybrid for presets)'}, "
-        f"corpus {req.corpus}, {f'first {req.limit}' if req.limit else 'all'} questions, scorer {scorers}. "
+        f"corpus {req.corpus}, {f'first {req.limit}' if req.limit else 'all'} questions"
+        f"{f' (shard {req.shard})' if req.shard else ''}, scorer {scorers}. "
         f"Paper: {table.paper_setting}." + (" Δ = ours − paper." if compared else ""),
         *(["", *report["tuned"]] if report.get("tuned") else []),
     ]

@@ -141,7 +141,7 @@ def join_shards(report: dict[str, Any], directory: Path | None) -> list[str]:
         parts = found[count]
         absent = [i for i in range(1, count + 1) if i not in parts]
         if absent:
-            notes.append(f"{spec.dataset} {spec.label}: shards {', '.join(map(str, sorted(parts)))} of {count} found; "
+            notes.append(f"{spec.dataset} {spec.label}: shard{'s' * (len(parts) > 1)} {', '.join(map(str, sorted(parts)))} of {count} found; "
                          f"{', '.join(map(str, absent))} not yet run")
             continue
         summary, why = _join(report, spec, [parts[i] for i in range(1, count + 1)])
