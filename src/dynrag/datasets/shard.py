@@ -2,7 +2,7 @@
 ``--limit``. A row too long for one machine or one session runs as K shards, each an ordinary run
 of its own, and `reproduce --no-run` joins them back into the row (reproduce/shards.py).
 
-Interleaving, not cutting the file into K runs of pages, gives every shard the same mix of easy and
+Interleaving, rather than cutting the file into K consecutive blocks, gives every shard the same mix of easy and
 hard questions, so the shards finished so far already say roughly what the row will.
 """
 
@@ -49,17 +49,3 @@ class Shard:
         """The 0-based places in the whole of ``total`` items that ``pick`` takes."""
         return list(range(self.index - 1, total, self.count))
 
-
-def interleave(parts: Sequence[Sequence[T]]) -> list[T]:
-    """The whole back from its K shards' items (``parts[i]`` is shard i+1's): the inverse of
-    ``Shard.pick`` over every shard."""
-    count = len(parts)
-    total = sum(len(p) for p in parts)
-    whole: list[T | None] = [None] * total
-    for i, part in enumerate(parts):
-        places = Shard(i + 1, count).positions(total)
-        if len(places) != len(part):
-            raise ValueError(f"shard {i + 1}/{count} has {len(part)} items; {len(places)} expected of {total}")
-        for place, item in zip(places, part):
-            whole[place] = item
-    return whole  # type: ignore[return-value]
