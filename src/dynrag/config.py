@@ -86,14 +86,13 @@ class RunConfig(Options):
     @classmethod
     def _shard(cls, value: Any) -> Any:
         from dynrag.datasets.shard import Shard
-        from dynrag.errors import ConfigError
 
         if value is None:
             return value
-        try:
-            return str(Shard.parse(str(value)))
-        except ConfigError as exc:  # said again by the loader, naming the flag or the file's key
-            raise ValueError(str(exc).split(": ", 1)[1]) from exc
+        problem = Shard.problem(str(value))
+        if problem is not None:  # the loader names the flag or the file's key
+            raise ValueError(problem)
+        return str(Shard.parse(str(value)))
 
     @field_validator("query_transform")
     @classmethod

@@ -30,3 +30,11 @@ def test_the_shards_together_take_every_question_once():
 def test_a_bad_shard_is_refused_naming_the_flag_and_the_shape(text):
     with pytest.raises(ConfigError, match=r"^--shard .*(expected I/K|I must be 1 to K)"):
         Shard.parse(text)
+
+
+def test_a_shard_is_read_back_from_the_end_of_a_name():
+    assert Shard.ending("seakr-8f13a7-nall-shard2of6") == Shard(2, 6)
+    assert Shard.ending("dynamic-family.m.hotpotqa-wiki-nall.rows-seakr.shard6of6") == Shard(6, 6)
+    assert Shard.ending("seakr-8f13a7-nall") is None
+    assert Shard.ending("seakr-shard7of6") is None  # not a shard that --shard would take
+    assert Shard.problem("2/6") is None and Shard.problem("a: b") == "expected I/K, e.g. 2/4 (the second of four shards)"

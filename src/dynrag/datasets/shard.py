@@ -16,6 +16,7 @@ from dynrag.errors import ConfigError
 
 T = TypeVar("T")
 _SHAPE = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+_SLUG_END = re.compile(r"shard(\d+)of(\d+)$")  # what ``Shard.slug`` writes, at the end of a name
 
 
 @dataclass(frozen=True)
@@ -23,15 +24,32 @@ class Shard:
     index: int  # 1-based
     count: int
 
-    @classmethod
-    def parse(cls, text: str, flag: str = "--shard") -> "Shard":
+    @staticmethod
+    def problem(text: str) -> str | None:
+        """What is wrong with ``text`` as I/K, or None when nothing is."""
         match = _SHAPE.fullmatch(str(text))
         if match is None:
-            raise ConfigError(f"{flag} {text!r}: expected I/K, e.g. 2/4 (the second of four shards)")
+            return "expected I/K, e.g. 2/4 (the second of four shards)"
         index, count = int(match.group(1)), int(match.group(2))
         if count < 1 or not 1 <= index <= count:
-            raise ConfigError(f"{flag} {text!r}: I must be 1 to K, and K at least 1")
-        return cls(index, count)
+            return "I must be 1 to K, and K at least 1"
+        return None
+
+    @classmethod
+    def parse(cls, text: str, flag: str = "--shard") -> "Shard":
+        problem = cls.problem(text)
+        if problem is not None:
+            raise ConfigError(f"{flag} {text!r}: {problem}")
+        match = _SHAPE.fullmatch(str(text))
+        return cls(int(match.group(1)), int(match.group(2)))
+
+    @classmethod
+    def ending(cls, name: str) -> "Shard | None":
+        """The shard whose ``slug`` ends ``name`` (a run directory's or a record's), else None."""
+        match = _SLUG_END.search(name)
+        if match is None or cls.problem(f"{match.group(1)}/{match.group(2)}") is not None:
+            return None
+        return cls(int(match.group(1)), int(match.group(2)))
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"

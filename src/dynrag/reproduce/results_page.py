@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dynrag.errors import DynragError
@@ -183,8 +183,7 @@ def render_page(inputs: PageInputs) -> str:
     # A shard's record answers a fraction of each row's questions: listed, but no figure or verdict
     # of it is shown until its row is joined into the whole table's record.
     whole = [r for r in inputs.records if r.shard is None]
-    shown = PageInputs(whole, inputs.ledger, inputs.link, inputs.in_history)
-    lines = [TITLE, "", INTRO, "", *first_screen(shown, marks), *setup_section(whole),
+    lines = [TITLE, "", INTRO, "", *first_screen(replace(inputs, records=whole), marks), *setup_section(whole),
              *ledger_section(inputs.ledger, whole, marks), *systems_section(whole, marks),
              "## Every table, per reader", "", *matrices(whole, marks, None),
              *record_list(inputs.records, marks)]

@@ -15,7 +15,6 @@ join them: the others read more of each question than a record keeps.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,6 @@ from dynrag.reproduce.runs import ReproduceRequest, run_dir
 from dynrag.reproduce.tables import RunSpec, records_of
 from dynrag.reproduce.world_tests import mcc_of
 
-_SHARD_NAME = re.compile(r"shard(\d+)of(\d+)$")
-
-
-def shard_suffix(shard: str | None) -> str:
-    """What a shard adds to a run directory's name and a record's id (nothing for a whole run)."""
-    return f"-{Shard.parse(shard).slug}" if shard else ""
 
 
 def joined_cells(records: list[dict[str, Any]], wall_seconds: float | None) -> dict[str, Any]:
@@ -71,12 +64,12 @@ def _from_run_dirs(req: ReproduceRequest, spec: RunSpec) -> dict[int, dict[int, 
     whole = run_dir(req, spec)
     found: dict[int, dict[int, tuple[dict[str, Any], str]]] = {}
     for path in sorted(whole.parent.glob(f"{whole.name}-shard*of*")):
-        match = _SHARD_NAME.search(path.name)
+        shard = Shard.ending(path.name)
         summary_path = path / "summary.json"
-        if match and summary_path.is_file() and path.name == f"{whole.name}-{match.group(0)}":
+        if shard and summary_path.is_file() and path.name == f"{whole.name}-{shard.slug}":
             summary = json.loads(summary_path.read_text(encoding="utf-8"))
             summary["run_dir"] = str(path)
-            found.setdefault(int(match.group(2)), {})[int(match.group(1))] = (summary, str(path))
+            found.setdefault(shard.count, {})[shard.index] = (summary, str(path))
     return found
 
 
@@ -98,13 +91,13 @@ def _from_records(report: dict[str, Any], spec: RunSpec, directory: Path,
     """count -> index -> (summary, where) for every shard record of the row in ``directory`` whose
     data files are this command's and that kept the row's per-question scores."""
     found: dict[int, dict[int, tuple[dict[str, Any], str]]] = {}
+    _, data_sha = data_files(report["request"], {spec.dataset: report["data"][spec.dataset]})
     for prefix in _record_prefixes(report, spec):
         for path in sorted(directory.glob(f"{prefix}.shard*of*.json")):
-            match = _SHARD_NAME.search(path.stem)
-            if not match or path.stem != f"{prefix}.{match.group(0)}":
+            shard = Shard.ending(path.stem)
+            if not shard or path.stem != f"{prefix}.{shard.slug}":
                 continue
             record = load_record(path)
-            _, data_sha = data_files(report["request"], {spec.dataset: report["data"][spec.dataset]})
             recorded_sha = dict(zip(record.datasets, (record.provenance.data_sha256 or "").split(", "))).get(spec.dataset)
             if recorded_sha != data_sha:
                 notes.append(f"{spec.dataset} {spec.label}: shard record {path.name} not used: its data files' sha256 "
@@ -113,7 +106,7 @@ def _from_records(report: dict[str, Any], spec: RunSpec, directory: Path,
             row = next((r for r in record.rows if (r.dataset, r.key) == (spec.dataset, spec.key) and r.scores.get("em")), None)
             if row is not None:
                 summary = carried_summary(record, row)
-                found.setdefault(int(match.group(2)), {}).setdefault(int(match.group(1)), (summary, path.name))
+                found.setdefault(shard.count, {}).setdefault(shard.index, (summary, path.name))
     return found
 
 
