@@ -136,3 +136,14 @@ def test_the_record_list_names_rows_carried_from_an_earlier_record(tmp_path):
     text = page(load_records(tmp_path))
     (listed,) = [line for line in text.splitlines() if line.startswith("- [t2-new]")]
     assert listed.endswith("2026-12-04, commit not recorded, 1 row carried from t2-old (abc1234, 2026-12-05).")
+
+
+def test_the_record_list_counts_carried_rows_by_their_source(tmp_path):
+    old = "t2-old (abc1234, 2026-12-05)"
+    rows = [{**row("hotpotqa", "flare", "FLARE", 0.18), "carried_from": old},
+            {**row("hotpotqa", "single", "single", 0.2), "carried_from": old},
+            {**row("hotpotqa", "seakr", "SeaKR", 0.17), "carried_from": "2 shards: seakr-1of2, seakr-2of2"}]
+    put(tmp_path, record_data(id="t2-new", rows=rows))
+    (listed,) = [line for line in page(load_records(tmp_path)).splitlines() if line.startswith("- [t2-new]")]
+    assert listed.endswith("1 row carried from 2 shards: seakr-1of2, seakr-2of2; "
+                           "2 rows carried from t2-old (abc1234, 2026-12-05).")

@@ -4,6 +4,7 @@ imported from the log; made by a commit that is not in HEAD's history)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -132,9 +133,10 @@ def record_list(records: Sequence[ResultRecord], marks: Marks) -> list[str]:
             made += f"; from {p.imported_from.file}, \"{p.imported_from.section}\""
         facts = [p.date, f"commit {p.commit[:10]}" if p.commit else "commit not recorded",
                  *([f"load {p.load}"] if p.load else []), *([f"{p.wall_s:.0f} s wall"] if p.wall_s else [])]
-        carried = sorted({row.carried_from for row in r.rows if row.carried_from})
-        if carried:  # rows whose run directories were gone when this record was written
-            count = sum(1 for row in r.rows if row.carried_from)
-            facts.append(f"{count} row{'s' if count > 1 else ''} carried from {', '.join(carried)}")
+        sources = Counter(row.carried_from for row in r.rows if row.carried_from)
+        # rows whose run directories were gone when this record was written, counted by where each came from
+        if sources:
+            facts.append("; ".join(f"{count} row{'s' if count > 1 else ''} carried from {source}"
+                                   for source, count in sorted(sources.items())))
         lines.append(f"- {marks.cite(r)}: {r.title}. {made}; {', '.join(facts)}.")
     return lines + [""] if records else lines + ["None yet.", ""]
