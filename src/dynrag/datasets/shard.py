@@ -19,37 +19,46 @@ _SHAPE = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 _SLUG_END = re.compile(r"shard(\d+)of(\d+)$")  # what ``Shard.slug`` writes, at the end of a name
 
 
+def _in_range(index: int, count: int) -> bool:
+    """Whether I/K names a shard that exists: K at least 1, I from 1 to K."""
+    return count >= 1 and 1 <= index <= count
+
+
 @dataclass(frozen=True)
 class Shard:
     index: int  # 1-based
     count: int
 
-    @staticmethod
-    def problem(text: str) -> str | None:
-        """What is wrong with ``text`` as I/K, or None when nothing is."""
+    @classmethod
+    def _read(cls, text: str) -> "Shard | str":
+        """The shard ``text`` names as I/K, or what is wrong with it."""
         match = _SHAPE.fullmatch(str(text))
         if match is None:
             return "expected I/K, e.g. 2/4 (the second of four shards)"
         index, count = int(match.group(1)), int(match.group(2))
-        if count < 1 or not 1 <= index <= count:
-            return "I must be 1 to K, and K at least 1"
-        return None
+        return cls(index, count) if _in_range(index, count) else "I must be 1 to K, and K at least 1"
+
+    @classmethod
+    def problem(cls, text: str) -> str | None:
+        """What is wrong with ``text`` as I/K, or None when nothing is."""
+        read = cls._read(text)
+        return read if isinstance(read, str) else None
 
     @classmethod
     def parse(cls, text: str, flag: str = "--shard") -> "Shard":
-        problem = cls.problem(text)
-        if problem is not None:
-            raise ConfigError(f"{flag} {text!r}: {problem}")
-        match = _SHAPE.fullmatch(str(text))
-        return cls(int(match.group(1)), int(match.group(2)))
+        read = cls._read(text)
+        if isinstance(read, str):
+            raise ConfigError(f"{flag} {text!r}: {read}")
+        return read
 
     @classmethod
     def ending(cls, name: str) -> "Shard | None":
         """The shard whose ``slug`` ends ``name`` (a run directory's or a record's), else None."""
         match = _SLUG_END.search(name)
-        if match is None or cls.problem(f"{match.group(1)}/{match.group(2)}") is not None:
+        if match is None:
             return None
-        return cls(int(match.group(1)), int(match.group(2)))
+        index, count = int(match.group(1)), int(match.group(2))
+        return cls(index, count) if _in_range(index, count) else None
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
